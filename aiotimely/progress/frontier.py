@@ -1,0 +1,322 @@
+"""Frontiers: antichains of times, counted antichains, and compacting change batches.
+
+* :class:`ChangeBatch` accumulates ``(item, diff)`` updates and hands them out
+  compacted (equal items summed, zeros dropped).
+* :class:`Antichain` keeps only the minimal elements of what is inserted: a
+  frontier. Empty means "nothing more can arrive".
+* :class:`MutableAntichain` keeps signed counts of times and reports the frontier
+  of the times whose count is positive, and exactly how each batch of updates
+  changed it. Counts may be transiently negative (a retraction that overtook its
+  matching increment); such times are invisible until the increment arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+
+from .timestamp import less_equal as _generic_less_equal
+
+__all__ = ["Antichain", "MutableAntichain", "ChangeBatch"]
+
+T = TypeVar("T")
+K = TypeVar("K")
+
+
+class ChangeBatch(Generic[K]):
+    """A compacting multiset delta: ``update(item, diff)`` many times, ``drain()`` the net result.
+
+    Memory is proportional to the distinct items with non-zero net change, however
+    many updates arrive.
+    """
+
+    __slots__ = ("_diffs",)
+
+    def __init__(self, pairs: Iterable[tuple[K, int]] = ()) -> None:
+        self._diffs: dict[K, int] = {}
+        if pairs:
+            self.extend(pairs)
+
+    def update(self, item: K, diff: int) -> None:
+        """Add ``diff`` to the count of ``item``."""
+        diffs = self._diffs
+        total = diffs.get(item, 0) + diff
+        if total:
+            diffs[item] = total
+        elif item in diffs:
+            del diffs[item]
+
+    def extend(self, pairs: Iterable[tuple[K, int]]) -> None:
+        """Apply every ``(item, diff)`` pair."""
+        diffs = self._diffs
+        for item, diff in pairs:
+            total = diffs.get(item, 0) + diff
+            if total:
+                diffs[item] = total
+            elif item in diffs:
+                del diffs[item]
+
+    def drain(self) -> list[tuple[K, int]]:
+        """Return the net ``(item, diff)`` pairs (no zero diffs) and empty the batch."""
+        diffs = self._diffs
+        if not diffs:
+            return []
+        self._diffs = {}
+        return list(diffs.items())
+
+    def drain_into(self, other: ChangeBatch[K]) -> None:
+        """Move every net change into ``other``."""
+        if not other._diffs:
+            other._diffs, self._diffs = self._diffs, other._diffs
+        else:
+            other.extend(self._diffs.items())
+            self._diffs = {}
+
+    def is_empty(self) -> bool:
+        """True if every item's net change is zero."""
+        return not self._diffs
+
+    def __bool__(self) -> bool:
+        return bool(self._diffs)
+
+    def __len__(self) -> int:
+        return len(self._diffs)
+
+    def __iter__(self) -> Iterator[tuple[K, int]]:
+        """The net ``(item, diff)`` pairs, without draining."""
+        return iter(list(self._diffs.items()))
+
+    def get(self, item: K) -> int:
+        """The net change of ``item`` so far."""
+        return self._diffs.get(item, 0)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChangeBatch):
+            return NotImplemented
+        return self._diffs == other._diffs
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({list(self._diffs.items())!r})"
+
+
+class Antichain(Generic[T]):
+    """A set of mutually incomparable times: the minimal elements of everything inserted.
+
+    As a frontier it says which times may still appear: ``t`` may appear iff some
+    element is ``<=`` t (:meth:`less_equal`). The empty antichain is the complete
+    frontier (nothing more will appear), and is falsy.
+    """
+
+    __slots__ = ("_elements", "_le")
+
+    def __init__(
+        self,
+        elements: Iterable[T] = (),
+        *,
+        less_equal: Callable[[T, T], bool] | None = None,
+    ) -> None:
+        self._le = less_equal or _generic_less_equal
+        self._elements: list[T] = []
+        for element in elements:
+            self.insert(element)
+
+    @classmethod
+    def _from_minimal(cls, elements: list[T], less_equal: Callable[[T, T], bool]) -> Antichain[T]:
+        chain = cls.__new__(cls)
+        chain._le = less_equal
+        chain._elements = list(elements)
+        return chain
+
+    def insert(self, element: T) -> bool:
+        """Add ``element`` unless some element is ``<=`` it; drop the elements it is ``<=``.
+
+        Returns whether it was added.
+        """
+        le = self._le
+        elements = self._elements
+        for e in elements:
+            if le(e, element):
+                return False
+        self._elements = [e for e in elements if not le(element, e)]
+        self._elements.append(element)
+        return True
+
+    def less_equal(self, time: T) -> bool:
+        """True if some element is ``<=`` time: ``time`` is not yet complete."""
+        le = self._le
+        for e in self._elements:
+            if le(e, time):
+                return True
+        return False
+
+    def less_than(self, time: T) -> bool:
+        """True if some element is strictly ``<`` time."""
+        le = self._le
+        for e in self._elements:
+            if e != time and le(e, time):
+                return True
+        return False
+
+    def dominates(self, other: Iterable[T]) -> bool:
+        """True if every element of ``other`` is ``>=`` some element of this antichain."""
+        return all(self.less_equal(t) for t in other)
+
+    @property
+    def elements(self) -> tuple[T, ...]:
+        return tuple(self._elements)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(tuple(self._elements))
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __bool__(self) -> bool:
+        return bool(self._elements)
+
+    def __contains__(self, time: object) -> bool:
+        return time in self._elements
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            return len(self._elements) == len(other._elements) and all(
+                e in other._elements for e in self._elements
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        try:
+            shown = sorted(self._elements)
+        except TypeError:
+            shown = self._elements
+        return f"Antichain({shown!r})"
+
+
+class MutableAntichain(Generic[T]):
+    """Signed counts of times, and the frontier of the times whose count is positive.
+
+    :meth:`update_iter` applies a batch of ``(time, diff)`` updates and returns the
+    exact changes to the frontier as ``(time, +1 | -1)`` pairs. A frontier is
+    recomputed only when an update could change it (a time at or below the frontier
+    gains, or a frontier element loses); updates strictly above the frontier are a
+    dictionary write.
+    """
+
+    __slots__ = ("_counts", "_frontier", "_le", "_total")
+
+    def __init__(
+        self,
+        updates: Iterable[tuple[T, int]] = (),
+        *,
+        less_equal: Callable[[T, T], bool] | None = None,
+        totally_ordered: bool = False,
+    ) -> None:
+        self._counts: dict[T, int] = {}
+        self._frontier: list[T] = []
+        self._le = less_equal or _generic_less_equal
+        self._total = totally_ordered
+        if updates:
+            self.update_iter(updates)
+
+    @property
+    def frontier(self) -> Antichain[T]:
+        """The minimal times with positive count."""
+        return Antichain._from_minimal(self._frontier, self._le)
+
+    def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+        """Apply ``(time, diff)`` updates; return the frontier's changes as ``(time, ±1)`` pairs."""
+        counts = self._counts
+        rebuild = False
+        for time, diff in updates:
+            if not diff:
+                continue
+            if not rebuild:
+                rebuild = self._may_change(time, diff)
+            total = counts.get(time, 0) + diff
+            if total:
+                counts[time] = total
+            else:
+                del counts[time]
+        return self._rebuild() if rebuild else []
+
+    def update(self, time: T, diff: int) -> list[tuple[T, int]]:
+        """Apply one update; return the frontier's changes."""
+        if not diff:
+            return []
+        rebuild = self._may_change(time, diff)
+        counts = self._counts
+        total = counts.get(time, 0) + diff
+        if total:
+            counts[time] = total
+        else:
+            del counts[time]
+        return self._rebuild() if rebuild else []
+
+    def _may_change(self, time: T, diff: int) -> bool:
+        # A positive count implies a frontier element <= it, so:
+        #  - some element strictly below `time`: `time` is not minimal either way;
+        #  - an element equal to `time`: only a decrease can remove it;
+        #  - no element <= `time`: its count is <= 0, only an increase can matter.
+        le = self._le
+        reached = False
+        for f in self._frontier:
+            if le(f, time):
+                if f != time:
+                    return False
+                reached = True
+        return diff < 0 if reached else diff > 0
+
+    def _rebuild(self) -> list[tuple[T, int]]:
+        old = self._frontier
+        positive = [t for t, c in self._counts.items() if c > 0]
+        if self._total or len(positive) <= 1:
+            new = [min(positive)] if positive else []
+        else:
+            le = self._le
+            new = []
+            # In a linear extension, no later time can be <= an earlier one, so a
+            # time kept here is never evicted by a later one.
+            for t in sorted(positive):
+                for f in new:
+                    if le(f, t):
+                        break
+                else:
+                    new.append(t)
+        self._frontier = new
+        if old == new:
+            return []
+        changes = [(t, -1) for t in old if t not in new]
+        changes.extend((t, 1) for t in new if t not in old)
+        return changes
+
+    def less_equal(self, time: T) -> bool:
+        """True if some frontier element is ``<=`` time."""
+        le = self._le
+        for f in self._frontier:
+            if le(f, time):
+                return True
+        return False
+
+    def less_than(self, time: T) -> bool:
+        """True if some frontier element is strictly ``<`` time."""
+        le = self._le
+        for f in self._frontier:
+            if f != time and le(f, time):
+                return True
+        return False
+
+    def count_for(self, time: T) -> int:
+        """The accumulated count of ``time`` (possibly negative)."""
+        return self._counts.get(time, 0)
+
+    def is_empty(self) -> bool:
+        """True if no time has positive count."""
+        return not self._frontier
+
+    def updates(self) -> list[tuple[T, int]]:
+        """Every time with a non-zero count, and its count."""
+        return list(self._counts.items())
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={self.frontier!r}, counts={self._counts!r})"

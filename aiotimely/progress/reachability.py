@@ -1,0 +1,498 @@
+"""Reachability: a scope's graph, its path summaries, and the incremental progress tracker.
+
+:class:`GraphBuilder` collects a scope's operators (their ports and internal path
+summaries) and edges, checks them, and freezes them into a :class:`Graph`. The
+graph keeps, per location, the hops to the next locations and the antichain of
+summaries to each scope output (not an all-pairs closure, which would cost
+O(locations²) per scope).
+
+:class:`Tracker` holds, per location, the counts of pointstamps reported there
+and the *implications*: the frontier of times that positive pointstamps anywhere
+could still result in at that location. For an operator input (a ``Target``) the
+implications are its input frontier. Count changes go in with :meth:`Tracker.update`;
+:meth:`Tracker.propagate_all` moves only frontier changes, hop by hop, smallest
+time first, so its work is proportional to the frontier changes an update
+causes, not to the size of the graph.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import GraphError
+from .frontier import Antichain, ChangeBatch, MutableAntichain
+from .location import Location, Source, Target
+from .timestamp import TimestampType, timestamp_type
+
+__all__ = ["GraphBuilder", "Graph", "Tracker", "Connectivity"]
+
+Connectivity = list[dict[int, Antichain]]
+"""Per input port: output port -> antichain of path summaries (a missing output = no path)."""
+
+
+class GraphBuilder:
+    """Collects a scope's nodes and edges; :meth:`build` checks them and returns a :class:`Graph`.
+
+    Node 0 is the scope's boundary and is created here: it has one input per scope
+    output and one output per scope input (see :mod:`aiotimely.progress.location`).
+    Children are added with :meth:`add_node` as nodes ``1, 2, ...``.
+    """
+
+    def __init__(
+        self,
+        timestamp: Any = int,
+        *,
+        inputs: int = 0,
+        outputs: int = 0,
+        name: str = "scope",
+    ) -> None:
+        self.ttype: TimestampType = timestamp_type(timestamp)
+        self.name = name
+        self._shape: dict[int, tuple[int, int]] = {0: (outputs, inputs)}
+        self._connectivity: dict[int, Connectivity] = {0: [{} for _ in range(outputs)]}
+        self._names: dict[int, str] = {0: name}
+        self._edges: list[tuple[Source, Target]] = []
+
+    def add_node(
+        self,
+        index: int,
+        inputs: int,
+        outputs: int,
+        connectivity: Sequence[Mapping[int, Any]] | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        """Add operator ``index`` with its port counts and internal path summaries.
+
+        ``connectivity[i]`` maps output ports to the summaries of input ``i`` to that
+        output: one summary, a list of them, or an :class:`Antichain`. A missing
+        output means no path. ``None`` connects every input to every output with
+        the identity summary, as most operators do.
+        """
+        where = self._where(index, name)
+        if type(index) is not int or index < 1:
+            raise GraphError(f"{where}: operator indices start at 1 (0 is the scope itself)")
+        if index in self._shape:
+            raise GraphError(f"{where}: index {index} is already used by {self._describe(index)}")
+        if inputs < 0 or outputs < 0:
+            raise GraphError(f"{where}: port counts must be non-negative, got {inputs} inputs, {outputs} outputs")
+        ttype = self.ttype
+        if connectivity is None:
+            conn = [
+                {o: Antichain([ttype.identity], less_equal=ttype.summary_less_equal) for o in range(outputs)}
+                for _ in range(inputs)
+            ]
+        else:
+            if len(connectivity) != inputs:
+                raise GraphError(
+                    f"{where}: the summary describes {len(connectivity)} inputs, the operator has {inputs}"
+                )
+            conn = []
+            for i, per_output in enumerate(connectivity):
+                row: dict[int, Antichain] = {}
+                for o, summaries in per_output.items():
+                    if type(o) is not int or not 0 <= o < outputs:
+                        raise GraphError(
+                            f"{where}: the summary of input {i} names output {o!r}; "
+                            f"the operator has outputs 0..{outputs - 1}"
+                        )
+                    if isinstance(summaries, Antichain):
+                        summaries = list(summaries)
+                    elif not isinstance(summaries, (list, set, frozenset)):
+                        summaries = [summaries]
+                    chain = Antichain(less_equal=ttype.summary_less_equal)
+                    for s in summaries:
+                        try:
+                            ttype.check_summary(s)
+                        except (TypeError, ValueError) as e:
+                            raise GraphError(f"{where}, input {i} -> output {o}: {e}") from None
+                        chain.insert(s)
+                    if chain:
+                        row[o] = chain
+                conn.append(row)
+        self._shape[index] = (inputs, outputs)
+        self._connectivity[index] = conn
+        self._names[index] = name or f"operator {index}"
+
+    def add_edge(self, source: Source, target: Target) -> None:
+        """Connect an output to an input: records produced at ``source`` arrive at ``target``."""
+        if type(source) is not Source or type(target) is not Target:
+            raise GraphError(f"scope {self.name!r}: an edge goes from a Source to a Target, got {source!r} -> {target!r}")
+        self._edges.append((source, target))
+
+    def build(self) -> Graph:
+        """Check the graph and freeze it. Raises :class:`GraphError` naming what is wrong."""
+        shape = self._shape
+        indices = sorted(shape)
+        if indices != list(range(len(indices))):
+            missing = sorted(set(range(indices[-1] + 1)) - set(indices))
+            raise GraphError(f"scope {self.name!r}: operator indices must be 1..n without gaps; missing {missing}")
+        fed_by: dict[Target, Source] = {}
+        for source, target in self._edges:
+            for loc, ports in ((source, 1), (target, 0)):
+                if loc.node not in shape:
+                    raise GraphError(
+                        f"scope {self.name!r}: edge {source!r} -> {target!r}: there is no node {loc.node} "
+                        f"(nodes are 0..{len(shape) - 1})"
+                    )
+                n = shape[loc.node][ports]
+                if not 0 <= loc.port < n:
+                    kind = "outputs" if ports else "inputs"
+                    raise GraphError(
+                        f"scope {self.name!r}: edge {source!r} -> {target!r}: {self._describe(loc.node)} "
+                        f"has {n} {kind}, no port {loc.port}"
+                    )
+            if target in fed_by:
+                raise GraphError(
+                    f"scope {self.name!r}: {target!r} ({self._describe(target.node)}) is fed by both "
+                    f"{fed_by[target]!r} and {source!r}; an input has exactly one source (use concat)"
+                )
+            fed_by[target] = source
+        graph = Graph(self.ttype, self.name, [shape[i] for i in indices], [self._connectivity[i] for i in indices],
+                      [self._names[i] for i in indices], self._edges)
+        cycle = graph._non_advancing_cycle()
+        if cycle:
+            path = " -> ".join(f"{loc!r} ({self._describe(loc.node)})" for loc in cycle)
+            raise GraphError(
+                f"scope {self.name!r} has a cycle that does not advance timestamps: {path}. "
+                "Every cycle must pass a path summary that strictly advances time, "
+                "such as a feedback(1) edge in an iterative scope."
+            )
+        return graph
+
+    def _describe(self, node: int) -> str:
+        return f"{self._names.get(node, 'operator ' + str(node))!r}"
+
+    def _where(self, index: Any, name: str | None) -> str:
+        return f"scope {self.name!r}, operator {index} ({name or 'unnamed'})"
+
+
+class Graph:
+    """A checked, frozen scope graph: shapes, internal summaries, edges, and summaries to scope outputs.
+
+    Locations have dense integer ids (``loc_id[Source(n, p)]``); per id the graph
+    keeps the next hops and the summaries to each scope output. Many trackers (one
+    per worker) can share one graph.
+    """
+
+    def __init__(
+        self,
+        ttype: TimestampType,
+        name: str,
+        shape: list[tuple[int, int]],
+        connectivity: list[Connectivity],
+        names: list[str],
+        edges: Iterable[tuple[Source, Target]],
+    ) -> None:
+        self.ttype = ttype
+        self.name = name
+        self.shape = shape
+        self.connectivity = connectivity
+        self.names = names
+        self.edges: dict[Source, list[Target]] = {}
+        for source, target in edges:
+            self.edges.setdefault(source, []).append(target)
+
+        locations: list[Location] = []
+        target_ids: list[list[int]] = []
+        source_ids: list[list[int]] = []
+        for node, (inputs, outputs) in enumerate(shape):
+            target_ids.append(list(range(len(locations), len(locations) + inputs)))
+            locations.extend(Target(node, p) for p in range(inputs))
+            source_ids.append(list(range(len(locations), len(locations) + outputs)))
+            locations.extend(Source(node, p) for p in range(outputs))
+        self.locations = locations
+        self.loc_id = {loc: i for i, loc in enumerate(locations)}
+        self.target_ids = target_ids
+        self.source_ids = source_ids
+        self.is_target = [type(loc) is Target for loc in locations]
+        self.node_of = [loc.node for loc in locations]
+
+        # Next hops: across an operator (target -> its sources, with summaries) or along edges.
+        hops: list[tuple] = []
+        for loc in locations:
+            if type(loc) is Target:
+                hops.append(tuple(
+                    (source_ids[loc.node][o], s)
+                    for o, chain in connectivity[loc.node][loc.port].items()
+                    for s in chain
+                ))
+            else:
+                hops.append(tuple(self.loc_id[t] for t in self.edges.get(loc, ())))
+        self.hops = hops
+
+        self._output_summaries = self._summarize_outputs()
+        self.to_outputs: list[tuple[tuple[int, Any], ...]] = [
+            # The scope's own boundary is not an inner capability: its paths to the
+            # outputs are the scope's summary, applied by the parent.
+            () if loc.node == 0 else tuple((o, s) for o, chain in self._output_summaries[i].items() for s in chain)
+            for i, loc in enumerate(locations)
+        ]
+        self.scope_summary: Connectivity = [self._output_summaries[i] for i in source_ids[0]]
+        """Per scope input: scope output -> antichain of inner summaries (the scope's own connectivity)."""
+
+    @property
+    def scope_inputs(self) -> int:
+        return self.shape[0][1]
+
+    @property
+    def scope_outputs(self) -> int:
+        return self.shape[0][0]
+
+    def summaries_to_outputs(self, location: Location) -> dict[int, Antichain]:
+        """The antichain of path summaries from ``location`` to each scope output it reaches."""
+        return self._output_summaries[self.loc_id[location]]
+
+    def _summarize_outputs(self) -> list[dict[int, Antichain]]:
+        # A backwards label-correcting search from each scope output; an antichain
+        # insert that fails ends the search along that path, which is what makes
+        # strictly advancing cycles terminate.
+        ttype = self.ttype
+        followed_by = ttype.followed_by
+        sle = ttype.summary_less_equal
+        results: list[dict[int, Antichain]] = [{} for _ in self.locations]
+        reverse_edge: dict[int, int] = {}
+        for source, targets in self.edges.items():
+            for t in targets:
+                reverse_edge[self.loc_id[t]] = self.loc_id[source]
+        reverse_internal: dict[int, list[tuple[int, Any]]] = {}
+        for tid, hops in enumerate(self.hops):
+            if self.is_target[tid]:
+                for sid, s in hops:
+                    reverse_internal.setdefault(sid, []).append((tid, s))
+        work = deque((tid, port, ttype.identity) for port, tid in enumerate(self.target_ids[0]))
+        while work:
+            loc, out, summary = work.popleft()
+            if self.is_target[loc]:
+                preds = [(reverse_edge[loc], summary)] if loc in reverse_edge else []
+            else:
+                preds = []
+                for tid, op_summary in reverse_internal.get(loc, ()):
+                    combined = followed_by(op_summary, summary)
+                    if combined is not None:
+                        preds.append((tid, combined))
+            for pred, s in preds:
+                chain = results[pred].get(out)
+                if chain is None:
+                    chain = results[pred][out] = Antichain(less_equal=sle)
+                if chain.insert(s):
+                    work.append((pred, out, s))
+        return results
+
+    def _non_advancing_cycle(self) -> list[Location] | None:
+        # Kahn's algorithm over edges and the internal hops whose summary does not
+        # advance time; whatever keeps a predecessor lies on or behind such a cycle.
+        arcs: list[list[int]] = [[] for _ in self.locations]
+        for loc, hops in enumerate(self.hops):
+            if self.is_target[loc]:
+                arcs[loc] = sorted({sid for sid, s in hops if not self.ttype.advances(s)})
+            else:
+                arcs[loc] = list(hops)
+        indegree = [0] * len(self.locations)
+        for succ in arcs:
+            for n in succ:
+                indegree[n] += 1
+        ready = [n for n, d in enumerate(indegree) if d == 0]
+        while ready:
+            n = ready.pop()
+            for m in arcs[n]:
+                indegree[m] -= 1
+                if indegree[m] == 0:
+                    ready.append(m)
+        stuck = {n for n, d in enumerate(indegree) if d > 0}
+        if not stuck:
+            return None
+        # Every stuck location has a stuck predecessor: walk back until one repeats.
+        preds: dict[int, int] = {}
+        for n in stuck:
+            for m in arcs[n]:
+                if m in stuck:
+                    preds.setdefault(m, n)
+        walk = [min(stuck)]
+        seen = {walk[0]: 0}
+        while True:
+            p = preds[walk[-1]]
+            if p in seen:
+                cycle = walk[seen[p]:]
+                cycle.reverse()
+                cycle.append(cycle[0])
+                return [self.locations[n] for n in cycle]
+            seen[p] = len(walk)
+            walk.append(p)
+
+
+class Tracker:
+    """Pointstamp counts and their implications for one scope, on one worker.
+
+    ``update(location, time, diff)`` records a change of the count of capabilities
+    (at a ``Source``) or records in flight (at a ``Target``); nothing moves until
+    :meth:`propagate_all`. Then :meth:`pushed` returns the changes of every
+    location's implications (for targets: operator input frontiers), and
+    :meth:`pushed_output` the changes of inner capabilities projected onto each
+    scope output.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        n = len(graph.locations)
+        self._le = graph.ttype.less_equal
+        self._total = graph.ttype.totally_ordered
+        self._pointstamps: list[MutableAntichain | None] = [None] * n
+        self._implications: list[MutableAntichain | None] = [None] * n
+        self._pending: dict[int, dict[Any, int]] = {}
+        self._work: list[tuple[Any, int, int]] = []
+        self._pushed: dict[tuple[int, Any], int] = {}
+        self._output_changes = [ChangeBatch() for _ in range(graph.scope_outputs)]
+        self.cap_counts = [0] * len(graph.shape)
+        """Per node: the number of frontier elements of its capabilities (positive iff it holds any)."""
+        self.total_counts = 0
+        """The number of pointstamp frontier elements anywhere: zero iff nothing is tracked."""
+
+    # -- counts in ----------------------------------------------------------------
+
+    def update(self, location: Location, time: Any, diff: int) -> None:
+        """Record ``diff`` more capabilities (``Source``) or records (``Target``) at ``time``."""
+        try:
+            loc = self.graph.loc_id[location]
+        except KeyError:
+            raise GraphError(f"scope {self.graph.name!r} has no location {location!r}") from None
+        self.update_at(loc, time, diff)
+
+    update_source = update
+    update_target = update
+
+    def update_at(self, loc: int, time: Any, diff: int) -> None:
+        """:meth:`update` by location id."""
+        pending = self._pending.get(loc)
+        if pending is None:
+            if diff:
+                self._pending[loc] = {time: diff}
+            return
+        total = pending.get(time, 0) + diff
+        if total:
+            pending[time] = total
+        else:
+            pending.pop(time, None)
+            if not pending:
+                del self._pending[loc]
+
+    # -- propagation ----------------------------------------------------------------
+
+    def propagate_all(self) -> None:
+        """Turn the recorded count changes into implication changes, smallest time first."""
+        if not self._pending:
+            return
+        graph = self.graph
+        is_target = graph.is_target
+        node_of = graph.node_of
+        to_outputs = graph.to_outputs
+        hops = graph.hops
+        results_in = graph.ttype.results_in
+        output_changes = self._output_changes
+        pointstamps = self._pointstamps
+        implications = self._implications
+        cap_counts = self.cap_counts
+        pushed = self._pushed
+        work = self._work
+        le, total = self._le, self._total
+
+        pending, self._pending = self._pending, {}
+        for loc, changes in pending.items():
+            counts = pointstamps[loc]
+            if counts is None:
+                counts = pointstamps[loc] = MutableAntichain(less_equal=le, totally_ordered=total)
+            for t, d in counts.update_iter(changes.items()):
+                self.total_counts += d
+                if not is_target[loc]:
+                    cap_counts[node_of[loc]] += d
+                for out, s in to_outputs[loc]:
+                    t2 = results_in(s, t)
+                    if t2 is not None:
+                        output_changes[out].update(t2, d)
+                heappush(work, (t, loc, d))
+
+        while work:
+            t, loc, d = heappop(work)
+            while work and work[0][1] == loc and work[0][0] == t:
+                d += heappop(work)[2]
+            if not d:
+                continue
+            implied = implications[loc]
+            if implied is None:
+                implied = implications[loc] = MutableAntichain(less_equal=le, totally_ordered=total)
+            changes = implied.update(t, d)
+            if not changes:
+                continue
+            for t1, d1 in changes:
+                key = (loc, t1)
+                net = pushed.get(key, 0) + d1
+                if net:
+                    pushed[key] = net
+                else:
+                    del pushed[key]
+            if is_target[loc]:
+                for t1, d1 in changes:
+                    for source, s in hops[loc]:
+                        t2 = results_in(s, t1)
+                        if t2 is not None:
+                            heappush(work, (t2, source, d1))
+            else:
+                for t1, d1 in changes:
+                    for target in hops[loc]:
+                        heappush(work, (t1, target, d1))
+
+    # -- results out ----------------------------------------------------------------
+
+    def pushed(self) -> list[tuple[Location, Any, int]]:
+        """Drain the net changes of implications since the last call, as ``(location, time, ±1)``."""
+        if not self._pushed:
+            return []
+        pushed, self._pushed = self._pushed, {}
+        locations = self.graph.locations
+        return [(locations[loc], t, d) for (loc, t), d in pushed.items()]
+
+    def pushed_output(self, output: int) -> list[tuple[Any, int]]:
+        """Drain the changes of inner pointstamps projected onto scope output ``output``."""
+        return self._output_changes[output].drain()
+
+    def frontier(self, location: Location) -> Antichain:
+        """The implications at ``location``: for a ``Target``, the operator's input frontier."""
+        implied = self._implications[self.graph.loc_id[location]]
+        return implied.frontier if implied is not None else Antichain(less_equal=self._le)
+
+    def implications_at(self, loc: int) -> MutableAntichain | None:
+        """The implications at location id ``loc`` (``None`` if nothing was ever implied there)."""
+        return self._implications[loc]
+
+    def pointstamps(self, location: Location) -> MutableAntichain:
+        """The counts reported at exactly ``location``."""
+        counts = self._pointstamps[self.graph.loc_id[location]]
+        return counts if counts is not None else MutableAntichain(less_equal=self._le)
+
+    def tracking_anything(self) -> bool:
+        """True while any pointstamp is positive or any change waits for propagation."""
+        return bool(self._pending) or self.total_counts > 0
+
+    def node_idle(self, node: int) -> bool:
+        """True if ``node`` holds no capability and no input frontier: it can shut down."""
+        if self.cap_counts[node] > 0:
+            return False
+        implications = self._implications
+        for loc in self.graph.target_ids[node]:
+            implied = implications[loc]
+            if implied is not None and not implied.is_empty():
+                return False
+        return True
+
+    def is_global(self, location: Location, time: Any) -> bool:
+        """True if retracting ``time`` at ``location`` might move a frontier.
+
+        That is, no implication there is strictly earlier, and no more than one
+        implication is at ``time`` itself.
+        """
+        implied = self._implications[self.graph.loc_id[location]]
+        if implied is None:
+            return True
+        return not implied.less_than(time) and implied.count_for(time) <= 1

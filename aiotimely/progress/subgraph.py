@@ -1,0 +1,322 @@
+"""Subgraphs: a nested scope's progress tracking, presented to its parent as one operator.
+
+A :class:`Subgraph` owns its scope's :class:`~aiotimely.progress.reachability.Tracker`
+and its children's :class:`~aiotimely.progress.operate.SharedProgress`. Towards its
+parent it is an operator like any other (:class:`~aiotimely.progress.operate.Operate`):
+its connectivity is its inner input-to-output summaries seen from outside, its
+"capabilities" are the frontier of inner capabilities that could reach each
+output, in outer times.
+
+It is sans-IO: the worker runtime runs children and moves batches between
+workers; the subgraph only turns reports into batches and batches into frontiers.
+One round, driven by the runtime, is::
+
+    active = sub.propagate()        # frontier changes -> children; returns children to run
+    for child in active (ascending, plus what extract returns):
+        run child; active += sub.extract(child)
+    batch = sub.send()              # this worker's changes, to every worker (itself too)
+    ...                             # later, on every worker: sub.receive(batch)
+
+Entering a scope (``Refinement.to_inner``) adds an inner coordinate for an
+iterative scope and changes nothing for a region; leaving (``to_outer``) removes
+it. A parent's frontier changes reach the subgraph's inner tracker only when the
+subgraph itself is run, which the parent does only if the subgraph's frontier
+interest asks for it, so a dormant region's children are never visited.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..errors import GraphError, ProgressError
+from .batch import Progcaster, ProgressBatch
+from .frontier import Antichain, ChangeBatch, MutableAntichain
+from .location import Location, Source, Target
+from .operate import FrontierInterest, Operate, SharedProgress
+from .reachability import Connectivity, Graph, GraphBuilder, Tracker
+from .timestamp import Refinement
+
+__all__ = ["SubgraphBuilder", "Subgraph"]
+
+_ALWAYS = FrontierInterest.ALWAYS
+_IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
+
+
+class SubgraphBuilder:
+    """Collects a scope's children and edges; :meth:`build` creates the :class:`Subgraph`.
+
+    ``peers`` is the number of workers: every ordinary child starts with that many
+    capabilities at the minimum time on each output, one per worker's instance of
+    it, so that no worker can see the time released before every worker has
+    released it.
+    """
+
+    def __init__(
+        self,
+        refinement: Refinement,
+        *,
+        inputs: int = 0,
+        outputs: int = 0,
+        name: str = "scope",
+        path: tuple[int, ...] = (0,),
+        worker: int = 0,
+        peers: int = 1,
+    ) -> None:
+        if not 0 <= worker < peers:
+            raise ValueError(f"worker index {worker} is not in 0..{peers - 1}")
+        self.refinement = refinement
+        self.name = name
+        self.path = path
+        self.worker = worker
+        self.peers = peers
+        self._graph = GraphBuilder(refinement.inner, inputs=inputs, outputs=outputs, name=name)
+        self._children: list[Operate] = []
+
+    def add_child(self, child: Operate) -> int:
+        """Add a child (an operator's progress, or a built nested :class:`Subgraph`); returns its index."""
+        index = len(self._children) + 1
+        self._graph.add_node(index, child.inputs, child.outputs, child.connectivity, name=child.name)
+        self._children.append(child)
+        return index
+
+    def add_edge(self, source: Source, target: Target) -> None:
+        self._graph.add_edge(source, target)
+
+    def build(self) -> Subgraph:
+        return Subgraph(self._graph.build(), self._children, self.refinement,
+                        path=self.path, worker=self.worker, peers=self.peers)
+
+
+class Subgraph:
+    """One worker's progress state for one scope; an :class:`Operate` for its parent scope."""
+
+    local = False
+
+    def __init__(
+        self,
+        graph: Graph,
+        children: Sequence[Operate],
+        refinement: Refinement,
+        *,
+        path: tuple[int, ...] = (0,),
+        worker: int = 0,
+        peers: int = 1,
+    ) -> None:
+        if len(children) + 1 != len(graph.shape):
+            raise GraphError(f"scope {graph.name!r}: {len(children)} children for {len(graph.shape) - 1} nodes")
+        self.name = graph.name
+        self.graph = graph
+        self.tracker = Tracker(graph)
+        self.refinement = refinement
+        self.path = path
+        self.peers = peers
+        self.children: list[Operate | None] = [None, *children]
+        self.inputs = graph.scope_inputs
+        self.outputs = graph.scope_outputs
+
+        outer = refinement.outer
+        summarize = refinement.summarize
+        self.connectivity: Connectivity = [
+            {o: Antichain([summarize(s) for s in chain], less_equal=outer.summary_less_equal)
+             for o, chain in per_output.items()}
+            for per_output in graph.scope_summary
+        ]
+        interest = max((i for child in children for i in child.interest), default=FrontierInterest.NEVER)
+        if self.outputs:
+            interest = max(interest, _IF_CAPABILITY)
+        self.interest = [interest] * self.inputs
+        self.shared = SharedProgress(self.inputs, self.outputs)
+
+        self._progcaster = Progcaster(path, worker, peers)
+        self._local: ChangeBatch[tuple[int, Any]] = ChangeBatch()
+        self._final: ChangeBatch[tuple[int, Any]] = ChangeBatch()
+        self._entered = [ChangeBatch() for _ in range(self.inputs)]
+        self._output_capabilities = [
+            MutableAntichain(less_equal=outer.less_equal, totally_ordered=outer.totally_ordered)
+            for _ in range(self.outputs)
+        ]
+        self._activate: set[int] = set()
+        loc_id = graph.loc_id
+        self._edge_ids = [
+            [[loc_id[t] for t in graph.edges.get(Source(c, o), ())] for o in range(shape[1])]
+            for c, shape in enumerate(graph.shape)
+        ]
+
+        # Initial capabilities: `peers` per output of each ordinary child, common
+        # knowledge, so applied here rather than exchanged.
+        minimum = refinement.inner.minimum
+        for c, child in enumerate(children, 1):
+            if child.local:
+                for sid in graph.source_ids[c]:
+                    self._final.update((sid, minimum), peers)
+            self._activate.update(self._extract_into(c, self._local if child.local else self._final))
+        self._propagate_pointstamps()
+
+    # -- inputs from the runtime ------------------------------------------------
+
+    def entered(self, input: int, time: Any, count: int) -> None:
+        """Count ``count`` records that entered through scope input ``input`` at inner ``time``."""
+        self._entered[input].update(time, count)
+
+    def receive(self, batch: ProgressBatch) -> None:
+        """Accept a progress batch of this scope from any worker, this one included, in per-sender order."""
+        if batch.path != self.path:
+            raise ProgressError(f"progress batch for scope {batch.path} delivered to scope {self.path}")
+        loc_id = self.graph.loc_id
+        final = self._final
+        for loc, time, diff in self._progcaster.receive(batch):
+            try:
+                final.update((loc_id[loc], time), diff)
+            except KeyError:
+                raise ProgressError(
+                    f"progress batch #{batch.seq} from worker {batch.sender} names {loc!r}, "
+                    f"which scope {self.name!r} does not have"
+                ) from None
+
+    # -- one round --------------------------------------------------------------
+
+    def propagate(self) -> list[int]:
+        """Apply everything received and reported; return the children to run, ascending.
+
+        Children are returned when data arrived for them, or when an input frontier
+        changed and their frontier interest asks to be woken, or when they have
+        nothing left (no capabilities, empty input frontiers) and may shut down.
+        """
+        self._accept_frontier()
+        self._harvest_inputs()
+        self._propagate_pointstamps()
+        return self.take_activations()
+
+    def extract(self, child: int) -> list[int]:
+        """Collect what ``child`` reported while it ran; return the children its output reached."""
+        return self._extract_into(child, self._local if self.children[child].local else self._final)
+
+    def send(self) -> ProgressBatch | None:
+        """This worker's changes since the last batch, as one batch for every worker; ``None`` if none."""
+        if not self._local:
+            return None
+        locations = self.graph.locations
+        changes = [(locations[loc], t, d) for (loc, t), d in self._local.drain()]
+        return self._progcaster.send(changes)
+
+    def take_activations(self) -> list[int]:
+        """The children that progress asked to run since the last call, ascending."""
+        if not self._activate:
+            return []
+        active = sorted(self._activate)
+        self._activate.clear()
+        return active
+
+    # -- state --------------------------------------------------------------------
+
+    def frontier(self, target: Target) -> Antichain:
+        """The current frontier at ``target`` (an input of a child, or ``Target(0, o)`` for output ``o``)."""
+        return self.tracker.frontier(target)
+
+    def has_pending(self) -> bool:
+        """True if received or harvested information waits for :meth:`propagate`."""
+        return bool(self._final) or any(self._entered) or any(self.shared.frontiers)
+
+    def has_unsent(self) -> bool:
+        """True if this worker has changes that :meth:`send` has not yet batched."""
+        return bool(self._local)
+
+    def tracking_anything(self) -> bool:
+        """True while anything inside is held or in flight (the scope is not complete)."""
+        return self.tracker.tracking_anything() or bool(self._final) or bool(self._local)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _accept_frontier(self) -> None:
+        to_inner = self.refinement.to_inner
+        tracker = self.tracker
+        for i, changes in enumerate(self.shared.frontiers):
+            if changes:
+                sid = self.graph.source_ids[0][i]
+                for t, d in changes.drain():
+                    tracker.update_at(sid, to_inner(t), d)
+
+    def _harvest_inputs(self) -> None:
+        local = self._local
+        for i, entered in enumerate(self._entered):
+            if entered:
+                sid = self.graph.source_ids[0][i]
+                targets = self._edge_ids[0][i]
+                for t, n in entered.drain():
+                    for tid in targets:
+                        local.update((tid, t), n)
+                    local.update((sid, t), -n)
+
+    def _extract_into(self, c: int, dest: ChangeBatch) -> list[int]:
+        shared = self.children[c].shared
+        graph = self.graph
+        for i, consumed in enumerate(shared.consumeds):
+            if consumed:
+                tid = graph.target_ids[c][i]
+                for t, n in consumed.drain():
+                    dest.update((tid, t), -n)
+        for o, internal in enumerate(shared.internals):
+            if internal:
+                sid = graph.source_ids[c][o]
+                for t, d in internal.drain():
+                    dest.update((sid, t), d)
+        consumers: list[int] = []
+        for o, produced in enumerate(shared.produceds):
+            if produced:
+                targets = self._edge_ids[c][o]
+                for t, n in produced.drain():
+                    for tid in targets:
+                        dest.update((tid, t), n)
+                for tid in targets:
+                    node = graph.node_of[tid]
+                    if node and node not in consumers:
+                        consumers.append(node)
+        return consumers
+
+    def _propagate_pointstamps(self) -> None:
+        graph = self.graph
+        tracker = self.tracker
+        if self._final:
+            node_of, is_target = graph.node_of, graph.is_target
+            to_outer = self.refinement.to_outer
+            for (loc, t), d in self._final.drain():
+                if node_of[loc] == 0:
+                    port = graph.locations[loc].port
+                    if is_target[loc]:
+                        # Records that left the scope: produced, as far as the parent knows.
+                        self.shared.produceds[port].update(to_outer(t), d)
+                    else:
+                        # The harvest's -n at an input, back as "the scope consumed n".
+                        self.shared.consumeds[port].update(to_outer(t), -d)
+                else:
+                    tracker.update_at(loc, t, d)
+        tracker.propagate_all()
+
+        children = self.children
+        activate = self._activate
+        touched: set[int] = set()
+        for loc, t, d in tracker.pushed():
+            node = loc.node
+            if node == 0:
+                continue
+            touched.add(node)
+            if type(loc) is Target:
+                child = children[node]
+                child.shared.frontiers[loc.port].update(t, d)
+                interest = child.interest[loc.port]
+                if interest is _ALWAYS or (interest is _IF_CAPABILITY and tracker.cap_counts[node] > 0):
+                    activate.add(node)
+        for node in touched:
+            if node not in activate and tracker.node_idle(node):
+                activate.add(node)
+
+        to_outer = self.refinement.to_outer
+        for o in range(self.outputs):
+            projected = tracker.pushed_output(o)
+            if projected:
+                changes = self._output_capabilities[o].update_iter((to_outer(t), d) for t, d in projected)
+                if changes:
+                    self.shared.internals[o].extend(changes)
+
+    def __repr__(self) -> str:
+        return f"Subgraph({self.name!r}, path={self.path}, children={len(self.children) - 1})"
