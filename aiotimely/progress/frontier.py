@@ -227,6 +227,8 @@ class MutableAntichain(Generic[T]):
     def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
         """Apply ``(time, diff)`` updates; return the frontier's changes as ``(time, ±1)`` pairs."""
         counts = self._counts
+        if self._total:
+            return self._update_iter_total(updates)
         rebuild = False
         for time, diff in updates:
             if not diff:
@@ -244,13 +246,56 @@ class MutableAntichain(Generic[T]):
         """Apply one update; return the frontier's changes."""
         if not diff:
             return []
-        rebuild = self._may_change(time, diff)
         counts = self._counts
         total = counts.get(time, 0) + diff
+        if self._total:
+            # The frontier is at most one time, the least with a positive count.
+            if total:
+                counts[time] = total
+            else:
+                del counts[time]
+            frontier = self._frontier
+            if not frontier:
+                if total > 0:
+                    self._frontier = [time]
+                    return [(time, 1)]
+                return []
+            least = frontier[0]
+            if least < time:
+                return []
+            if time == least:
+                if total > 0:
+                    return []
+                if not counts:
+                    self._frontier = []
+                    return [(least, -1)]
+                return self._rebuild()
+            if total > 0:
+                self._frontier = [time]
+                return [(least, -1), (time, 1)]
+            return []
+        rebuild = self._may_change(time, diff)
         if total:
             counts[time] = total
         else:
             del counts[time]
+        return self._rebuild() if rebuild else []
+
+    def _update_iter_total(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+        counts = self._counts
+        frontier = self._frontier
+        least = frontier[0] if frontier else None
+        rebuild = False
+        for time, diff in updates:
+            if not diff:
+                continue
+            total = counts.get(time, 0) + diff
+            if total:
+                counts[time] = total
+            else:
+                del counts[time]
+            if least is None or not least < time:
+                rebuild = True
         return self._rebuild() if rebuild else []
 
     def _may_change(self, time: T, diff: int) -> bool:

@@ -390,6 +390,7 @@ class Tracker:
         to_outputs = graph.to_outputs
         hops = graph.hops
         results_in = graph.ttype.results_in
+        identity = graph.ttype.identity
         output_changes = self._output_changes
         pointstamps = self._pointstamps
         implications = self._implications
@@ -435,7 +436,7 @@ class Tracker:
             if is_target[loc]:
                 for t1, d1 in changes:
                     for source, s in hops[loc]:
-                        t2 = results_in(s, t1)
+                        t2 = t1 if s == identity else results_in(s, t1)
                         if t2 is not None:
                             heappush(work, (t2, source, d1))
             else:

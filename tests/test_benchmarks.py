@@ -1,0 +1,13 @@
+"""The benchmarks run and check their own results (figures are reported, never asserted)."""
+
+from __future__ import annotations
+
+from benchmarks import tracker
+
+
+def test_tracker_benchmark_quick_run_checks_its_results():
+    results = tracker.main(["--quick"])
+    assert set(results["runs"]) == {"chain/advance", "chain/records", "dag/advance", "dag/records"}
+    # a capability moving down a 50-operator chain moves 4 frontier elements per operator (2 locations, -1 and +1)
+    assert results["runs"]["chain/advance"]["frontier_changes_per_step"] == 4 * 50 - 2
+    assert results["runs"]["dag/records"]["frontier_changes_per_step"] == 0
