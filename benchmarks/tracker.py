@@ -124,7 +124,8 @@ def main(argv=None) -> dict:
 
     results = {"machine": platform.platform(), "python": platform.python_version(), "operators": n, "runs": {}}
     print(f"tracker microbenchmark: {n} operators, median of {repeats} (min..max); python {platform.python_version()}")
-    print(f"{'graph':8} {'workload':9} {'updates/s':>12} {'(min..max)':>22} {'us/step':>9} {'frontier changes/step':>22}")
+    print(f"{'graph':8} {'workload':9} {'updates/s':>12} {'(min..max)':>22} {'us/step':>9} "
+          f"{'frontier changes/step':>22}")
     for gname, (graph, heads) in (("chain", chain(n)), ("dag", random_dag(n))):
         for wname, fn in (("advance", advance), ("records", records)):
             r = measure(fn, graph, heads, steps[wname], repeats)

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from .timestamp import less_equal as _generic_less_equal
 
@@ -20,6 +20,20 @@ __all__ = ["Antichain", "MutableAntichain", "ChangeBatch"]
 
 T = TypeVar("T")
 K = TypeVar("K")
+
+
+def _any_less_equal(elements: list[T], le: Callable[[T, T], bool], time: T) -> bool:
+    for e in elements:
+        if le(e, time):
+            return True
+    return False
+
+
+def _any_less_than(elements: list[T], le: Callable[[T, T], bool], time: T) -> bool:
+    for e in elements:
+        if e != time and le(e, time):
+            return True
+    return False
 
 
 class ChangeBatch(Generic[K]):
@@ -142,19 +156,11 @@ class Antichain(Generic[T]):
 
     def less_equal(self, time: T) -> bool:
         """True if some element is ``<=`` time: ``time`` is not yet complete."""
-        le = self._le
-        for e in self._elements:
-            if le(e, time):
-                return True
-        return False
+        return _any_less_equal(self._elements, self._le, time)
 
     def less_than(self, time: T) -> bool:
         """True if some element is strictly ``<`` time."""
-        le = self._le
-        for e in self._elements:
-            if e != time and le(e, time):
-                return True
-        return False
+        return _any_less_than(self._elements, self._le, time)
 
     def dominates(self, other: Iterable[T]) -> bool:
         """True if every element of ``other`` is ``>=`` some element of this antichain."""
@@ -337,19 +343,11 @@ class MutableAntichain(Generic[T]):
 
     def less_equal(self, time: T) -> bool:
         """True if some frontier element is ``<=`` time."""
-        le = self._le
-        for f in self._frontier:
-            if le(f, time):
-                return True
-        return False
+        return _any_less_equal(self._frontier, self._le, time)
 
     def less_than(self, time: T) -> bool:
         """True if some frontier element is strictly ``<`` time."""
-        le = self._le
-        for f in self._frontier:
-            if f != time and le(f, time):
-                return True
-        return False
+        return _any_less_than(self._frontier, self._le, time)
 
     def count_for(self, time: T) -> int:
         """The accumulated count of ``time`` (possibly negative)."""

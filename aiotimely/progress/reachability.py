@@ -119,7 +119,9 @@ class GraphBuilder:
     def add_edge(self, source: Source, target: Target) -> None:
         """Connect an output to an input: records produced at ``source`` arrive at ``target``."""
         if type(source) is not Source or type(target) is not Target:
-            raise GraphError(f"scope {self.name!r}: an edge goes from a Source to a Target, got {source!r} -> {target!r}")
+            raise GraphError(
+                f"scope {self.name!r}: an edge goes from a Source to a Target, got {source!r} -> {target!r}"
+            )
         self._edges.append((source, target))
 
     def build(self) -> Graph:

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from ..errors import GraphError, ProgressError
 from .batch import Progcaster, ProgressBatch
 from .frontier import Antichain, ChangeBatch, MutableAntichain
-from .location import Location, Source, Target
+from .location import Source, Target
 from .operate import FrontierInterest, Operate, SharedProgress
 from .reachability import Connectivity, Graph, GraphBuilder, Tracker
 from .timestamp import Refinement

@@ -82,7 +82,7 @@ class Simulation:
         ]
         if mutant == "initial_count_one":
             for w in range(peers):
-                for (path, c), op in self.op_spec.items():
+                for path, c in self.op_spec:
                     scope = self.scopes[w][path]
                     for sid in scope.graph.source_ids[c]:
                         scope.tracker.update_at(sid, self.scope_spec[path].ttype.minimum, 1 - peers)
