@@ -1,10 +1,27 @@
 """aiotimely: timely dataflow for Python's asyncio.
 
-The public names of API.md are re-exported here. This release contains the
-progress core (``aiotimely.progress``): timestamps, frontiers, reachability
-tracking and nested scopes; the worker runtime and operators come next.
+The public names of the API (see docs/): run computations with :func:`execute` or
+``async with Worker()``, build dataflows from :class:`Stream` methods, feed them
+with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 """
 
+from .comm.routing import route as route
+from .dataflow import Activator as Activator
+from .dataflow import Capability as Capability
+from .dataflow import CapabilityRef as CapabilityRef
+from .dataflow import Captured as Captured
+from .dataflow import FrontierNotificator as FrontierNotificator
+from .dataflow import InputHandle as InputHandle
+from .dataflow import Messages as Messages
+from .dataflow import Notificator as Notificator
+from .dataflow import ProbeHandle as ProbeHandle
+from .dataflow import Progress as Progress
+from .dataflow import Scope as Scope
+from .dataflow import Stream as Stream
+from .dataflow import concatenate as concatenate
+from .dataflow import replay as replay
+from .dataflow import source as source
+from .dataflow import to_stream as to_stream
 from .errors import AiotimelyError as AiotimelyError
 from .errors import CapabilityError as CapabilityError
 from .errors import ClusterError as ClusterError
@@ -18,11 +35,16 @@ from .progress import MutableAntichain as MutableAntichain
 from .progress import PathSummary as PathSummary
 from .progress import Product as Product
 from .progress import Timestamp as Timestamp
+from .worker import Worker as Worker
+from .worker import execute as execute
+from .worker import execute_from_args as execute_from_args
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "AiotimelyError", "Antichain", "CapabilityError", "ChangeBatch", "ClusterError",
-    "DataflowError", "FrontierInterest", "GraphError", "MutableAntichain", "PathSummary",
-    "Product", "ProgressError", "Timestamp",
+    "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
+    "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest", "FrontierNotificator", "GraphError",
+    "InputHandle", "Messages", "MutableAntichain", "Notificator", "PathSummary", "ProbeHandle", "Product",
+    "Progress", "ProgressError", "Scope", "Stream", "Timestamp", "Worker", "concatenate", "execute",
+    "execute_from_args", "replay", "route", "source", "to_stream",
 ]

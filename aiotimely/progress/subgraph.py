@@ -69,21 +69,51 @@ class SubgraphBuilder:
         self.path = path
         self.worker = worker
         self.peers = peers
-        self._graph = GraphBuilder(refinement.inner, inputs=inputs, outputs=outputs, name=name)
-        self._children: list[Operate] = []
+        self.inputs = inputs
+        self.outputs = outputs
+        self._children: dict[int, Operate] = {}
+        self._edges: list[tuple[Source, Target]] = []
+        self._next_index = 1
 
-    def add_child(self, child: Operate) -> int:
-        """Add a child (an operator's progress, or a built nested :class:`Subgraph`); returns its index."""
-        index = len(self._children) + 1
-        self._graph.add_node(index, child.inputs, child.outputs, child.connectivity, name=child.name)
-        self._children.append(child)
+    def allocate_index(self) -> int:
+        """Reserve the next child index, for a child added later (a nested scope still being built)."""
+        index = self._next_index
+        self._next_index += 1
         return index
 
+    def add_child(self, child: Operate, index: int | None = None) -> int:
+        """Add a child (an operator's progress, or a built nested :class:`Subgraph`); returns its index."""
+        if index is None:
+            index = self.allocate_index()
+        elif not 0 < index < self._next_index or index in self._children:
+            raise GraphError(f"scope {self.name!r}: child index {index} was not reserved or is taken")
+        self._children[index] = child
+        return index
+
+    def add_input(self) -> int:
+        """Add a scope input; returns its port (``Source(0, port)`` inside)."""
+        self.inputs += 1
+        return self.inputs - 1
+
+    def add_output(self) -> int:
+        """Add a scope output; returns its port (``Target(0, port)`` inside)."""
+        self.outputs += 1
+        return self.outputs - 1
+
     def add_edge(self, source: Source, target: Target) -> None:
-        self._graph.add_edge(source, target)
+        self._edges.append((source, target))
 
     def build(self) -> Subgraph:
-        return Subgraph(self._graph.build(), self._children, self.refinement,
+        graph = GraphBuilder(self.refinement.inner, inputs=self.inputs, outputs=self.outputs, name=self.name)
+        missing = [i for i in range(1, self._next_index) if i not in self._children]
+        if missing:
+            raise GraphError(f"scope {self.name!r}: children {missing} were reserved but never added")
+        children = [self._children[i] for i in range(1, self._next_index)]
+        for index, child in enumerate(children, 1):
+            graph.add_node(index, child.inputs, child.outputs, child.connectivity, name=child.name)
+        for source, target in self._edges:
+            graph.add_edge(source, target)
+        return Subgraph(graph.build(), children, self.refinement,
                         path=self.path, worker=self.worker, peers=self.peers)
 
 

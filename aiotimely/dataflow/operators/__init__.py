@@ -1,0 +1,1 @@
+"""The operator library, grouped as timely groups it."""
