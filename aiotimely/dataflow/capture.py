@@ -118,8 +118,7 @@ def replay(events: Any, scope: Scope) -> Stream:
     streams = _streams_of(events)
     worker = scope.worker
     mine = streams[worker.index::worker.peers]
-    op = OperatorRuntime(scope, "Replay", 0, 1)
-    op.mint(0)
+    op = OperatorRuntime(scope, "Replay", 0, 1)   # holds this worker's initial capability at the minimum
     out = op.outputs[0]
     minimum = op.ttype.minimum
     started = [False]

@@ -80,21 +80,23 @@ async def execute_async(build: Callable[[Worker], Any], workers: int = 1) -> lis
             await worker._stop()
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The book's command line: ``-w`` workers, ``-n`` processes, ``-p`` this process, ``-h`` hostfile."""
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The book's command line: ``-w`` workers, ``-n`` processes, ``-p`` this process, ``-h`` hostfile.
+
+    Returns the parsed options and the arguments left for the program itself.
+    """
     parser = argparse.ArgumentParser(add_help=False, description="aiotimely computation")
     parser.add_argument("-w", "--workers", type=int, default=1, help="workers per process")
     parser.add_argument("-n", "--processes", type=int, default=1, help="number of processes")
     parser.add_argument("-p", "--process", type=int, default=0, help="index of this process")
     parser.add_argument("-h", "--hostfile", default=None, help="file of host:port lines, one per process")
     parser.add_argument("--help", action="help", help="show this help and exit")
-    args, _ = parser.parse_known_args(argv)
-    return args
+    return parser.parse_known_args(argv)
 
 
 def execute_from_args(build: Callable[[Worker], Any], argv: Sequence[str] | None = None, **options: Any) -> list:
     """:func:`execute` configured from a command line (``sys.argv[1:]`` by default): ``-w -n -p -h``."""
-    args = parse_args(argv)
+    args, _ = parse_args(argv)
     addresses = None
     if args.hostfile:
         with open(args.hostfile) as f:

@@ -57,7 +57,7 @@ class Computation:
             return
         blocked = [line for w in workers for line in w._blockers()]
         if not blocked:
-            return
+            return  # every worker is complete
         self.fail(DataflowError(
             "the computation cannot complete: nothing can run, but "
             + "; ".join(blocked)
@@ -255,18 +255,25 @@ class Worker:
         return True
 
     def _blockers(self) -> list[str]:
+        """What keeps this worker's dataflows from completing, in words."""
         lines = []
         for dataflow in self._dataflows.values():
+            found = []
             for op in dataflow.root.operators():
                 if op.done:
                     continue
                 held = sorted({t for _, t in op.held_capabilities()}, key=repr)
                 if held:
                     times = ", ".join(repr(t) for t in held)
-                    lines.append(f"{op.describe()} still holds capabilities at time(s) {times}")
+                    found.append(f"{op.describe()} still holds capabilities at time(s) {times}")
                 undrained = [inp.port for inp in op.inputs if inp.pending()]
                 if undrained:
-                    lines.append(f"{op.describe()} never drained its input(s) {undrained}")
+                    found.append(f"{op.describe()} never drained its input(s) {undrained}")
+            if not found:
+                waiting = [op.name for op in dataflow.root.operators() if not op.done]
+                found.append(f"dataflow {dataflow.name!r} on worker {self.index} is incomplete "
+                             f"(unfinished operators: {waiting})")
+            lines.extend(found)
         return lines
 
     async def step(self) -> None:

@@ -1,0 +1,69 @@
+"""The tumbling-window average of the timestamp-token paper (section 5), with capabilities.
+
+Integer readings arrive at integer times. Every ``WIDTH`` time units the operator
+reports the average of the window just closed, at the time the next window starts;
+windows without data produce nothing. For each open window it holds one
+capability, moved ("downgraded") to the window's end when the window is first
+seen; it emits and drops it once the input frontier reaches the end.
+
+Run:  python examples/window_average.py -w 2
+"""
+
+from __future__ import annotations
+
+from sortedcontainers import SortedDict
+
+import aiotimely as at
+
+WIDTH = 10
+
+
+def tumbling_average(stream: at.Stream, width: int = WIDTH) -> at.Stream:
+    @stream.unary_frontier(exchange=lambda reading: 0, name="TumblingAverage")
+    async def average(input, output, cap):
+        cap.drop()                       # nothing to say before the first reading
+        windows = SortedDict()           # window end -> [capability, sum, count]
+        async for _ in input.activations():
+            for time, batch in input.drain():
+                end = (time.time // width + 1) * width
+                window = windows.get(end)
+                if window is None:
+                    window = windows[end] = [time.delayed(end), 0, 0]
+                window[1] += sum(batch)
+                window[2] += len(batch)
+            # a window is complete once no time before its end can still arrive
+            while windows and not input.frontier.less_than(windows.peekitem(0)[0]):
+                end, (window_cap, total, count) = windows.popitem(0)
+                with window_cap:
+                    output.session(window_cap).give((end - width, end, total / count))
+
+    return average
+
+
+async def build(worker: at.Worker) -> list:
+    inp = at.InputHandle()
+    averages: list = []
+    probe = worker.dataflow(
+        lambda scope: tumbling_average(inp.to_stream(scope)).inspect(averages.append).probe()
+    )
+    for t in range(0, 60):
+        if t // WIDTH == 3:
+            inp.advance_to(t + 1)        # a quiet window: no output for it
+            continue
+        if t % worker.peers == worker.index:
+            inp.send(t * 2)              # the reading at time t is 2t
+        inp.advance_to(t + 1)
+        await worker.step_while(lambda: probe.less_than(inp.time))
+    return averages
+
+
+def main(argv: list[str] | None = None) -> list:
+    results = at.execute_from_args(build, argv)
+    averages = sorted(a for r in results for a in r)
+    for start, end, avg in averages:
+        print(f"[{start:3}, {end:3}): average {avg:g}")
+    return averages
+
+
+if __name__ == "__main__":
+    main()
