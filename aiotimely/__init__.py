@@ -37,6 +37,7 @@ from .progress import Product as Product
 from .progress import Timestamp as Timestamp
 from .worker import Worker as Worker
 from .worker import execute as execute
+from .worker import execute_async as execute_async
 from .worker import execute_from_args as execute_from_args
 
 __version__ = "0.2.0"
@@ -46,5 +47,5 @@ __all__ = [
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest", "FrontierNotificator", "GraphError",
     "InputHandle", "Messages", "MutableAntichain", "Notificator", "PathSummary", "ProbeHandle", "Product",
     "Progress", "ProgressError", "Scope", "Stream", "Timestamp", "Worker", "concatenate", "execute",
-    "execute_from_args", "replay", "route", "source", "to_stream",
+    "execute_async", "execute_from_args", "replay", "route", "source", "to_stream",
 ]

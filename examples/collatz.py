@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 import aiotimely as at
-from aiotimely.worker.execute import parse_args
+from aiotimely.worker.execution import parse_args
 
 
 def step(record):

@@ -1,0 +1,418 @@
+"""Every operator of the library: what comes out, at which times, on which worker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+import aiotimely as at
+from aiotimely.progress import INT, ProductType
+
+P = at.Product
+
+
+def collect(stream, into):
+    return stream.inspect_time(lambda t, x: into.append((t, x)))
+
+
+def single(run, make):
+    """Run ``make(scope, out)`` on one worker; return the sorted (time, record) pairs it collected."""
+    def build(worker):
+        out = []
+        worker.dataflow(lambda scope: make(scope, out))
+        return out
+
+    return sorted(run(build)[0], key=repr)
+
+
+def feed(inp, rounds):
+    """Send ``rounds[t]`` at time t, then close."""
+    for t, records in enumerate(rounds):
+        inp.advance_to(t)
+        inp.send_batch(records)
+    inp.close()
+
+
+# -- record at a time ----------------------------------------------------------------
+
+
+def test_map_flat_map_filter(run):
+    got = single(run, lambda s, out: collect(
+        at.to_stream(range(6), s).map(lambda x: x * 10).flat_map(lambda x: [x, x + 1]).filter(lambda x: x % 20 != 1),
+        out))
+    assert got == sorted([(0, x) for x in [0, 10, 11, 20, 30, 31, 40, 50, 51]], key=repr)
+
+
+def test_inspect_variants_see_records_times_and_batches(run):
+    def build(worker):
+        seen, times, batches = [], [], []
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: inp.to_stream(s).inspect(seen.append)
+                        .inspect_time(lambda t, x: times.append((t, x)))
+                        .inspect_batch(lambda t, xs: batches.append((t, list(xs)))))
+        feed(inp, [[1, 2], [3]])
+        return seen, times, batches
+
+    seen, times, batches = run(build)[0]
+    assert seen == [1, 2, 3]
+    assert times == [(0, 1), (0, 2), (1, 3)]
+    assert batches == [(0, [1, 2]), (1, [3])]
+
+
+def test_to_stream_and_a_source_that_awaits_io(run):
+    async def ticking(output, cap):
+        for i in range(3):
+            await asyncio.sleep(0.001)            # real asyncio awaiting inside an operator
+            output.session(cap).give(i)
+            cap.downgrade(cap.time + 1)
+
+    got = single(run, lambda s, out: collect(at.source(s, "Ticks", ticking).concat(at.to_stream("ab", s)), out))
+    assert got == sorted([(0, 0), (0, "a"), (0, "b"), (1, 1), (2, 2)], key=repr)
+
+
+# -- routing ----------------------------------------------------------------
+
+
+def test_exchange_routes_by_key_and_broadcast_reaches_everyone(run):
+    def build(worker):
+        routed, everywhere = [], []
+        mine = [x for x in range(12) if x % worker.peers == worker.index]
+        def make(s):
+            stream = at.to_stream(mine, s)
+            stream.exchange(lambda x: x // 4).inspect(routed.append)
+            stream.broadcast().inspect(everywhere.append)
+        worker.dataflow(make)
+        return routed, everywhere
+
+    results = run(build, workers=3)
+    for w, (routed, everywhere) in enumerate(results):
+        assert sorted(routed) == [x for x in range(12) if (x // 4) % 3 == w]
+        assert sorted(everywhere) == list(range(12))
+
+
+def test_exchange_of_strings_is_stable_across_runs():
+    assert at.route("word", 4) == at.route("word", 4)
+    assert at.route(7, 4) == 3 and at.route((1, "a"), 4) in range(4)
+
+
+def test_concat_concatenate_partition_branch_ok_err(run):
+    def make(s, out):
+        a, b, c = at.to_stream([1, 2], s), at.to_stream([3], s), at.to_stream([4, 5, 6], s)
+        collect(a.concat(b).map(lambda x: ("concat", x)), out)
+        collect(at.concatenate(s, [a, b, c]).map(lambda x: ("all", x)), out)
+        for i, part in enumerate(c.partition(3, lambda x: x % 3)):
+            collect(part.map(lambda x, i=i: ("part", i, x)), out)
+        no, yes = c.branch(lambda x: x > 4)
+        collect(no.map(lambda x: ("no", x)), out)
+        collect(yes.map(lambda x: ("yes", x)), out)
+        oks, errs = a.concat(c).ok_err(lambda x: (x % 2 == 0, x * 100))
+        collect(oks.map(lambda x: ("ok", x)), out)
+        collect(errs.map(lambda x: ("err", x)), out)
+
+    got = Counter(x for _, x in single(run, make))
+    assert got == Counter([
+        ("concat", 1), ("concat", 2), ("concat", 3),
+        *[("all", x) for x in range(1, 7)],
+        ("part", 1, 4), ("part", 2, 5), ("part", 0, 6),
+        ("no", 4), ("yes", 5), ("yes", 6),
+        ("ok", 200), ("ok", 400), ("ok", 600), ("err", 100), ("err", 500),
+    ])
+
+
+def test_partition_names_a_bad_index(run):
+    def build(worker):
+        worker.dataflow(lambda s: at.to_stream([1], s).partition(2, lambda x: 5))
+
+    with pytest.raises(at.DataflowError, match="'Partition'.*returned 5 for 1; expected an int in 0..1"):
+        run(build)
+
+
+# -- time ----------------------------------------------------------------
+
+
+def test_delay_moves_records_and_releases_them_when_complete(run):
+    def build(worker):
+        out, order = [], []
+        inp = at.InputHandle()
+        probe = worker.dataflow(lambda s: collect(inp.to_stream(s).delay(lambda x, t: t + x), out).probe())
+        feed(inp, [[3, 1], [0, 2]])
+        return out
+
+    got = run(build)[0]
+    assert sorted(got) == [(1, 0), (1, 1), (3, 2), (3, 3)]
+    assert [t for t, _ in got] == sorted(t for t, _ in got)  # released in time order
+
+
+def test_delay_refuses_to_move_records_back(run):
+    def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: inp.to_stream(s).delay(lambda x, t: t - 1))
+        inp.advance_to(5)
+        inp.send("late")
+
+    with pytest.raises(at.CapabilityError, match="Delay.*returned 4.*at 5.*must not be earlier"):
+        run(build)
+
+
+def test_delay_batch_accumulate_and_count(run):
+    def build(worker):
+        delayed, sums, counts = [], [], []
+        inp = at.InputHandle()
+        def make(s):
+            stream = inp.to_stream(s)
+            collect(stream.delay_batch(lambda t: t * 10), delayed)
+            collect(stream.accumulate(0, lambda acc, xs: acc + sum(xs)), sums)
+            collect(stream.count(), counts)
+        worker.dataflow(make)
+        feed(inp, [[1, 2], [], [3, 4, 5]])
+        return delayed, sums, counts
+
+    delayed, sums, counts = run(build)[0]
+    assert sorted(delayed) == [(0, 1), (0, 2), (20, 3), (20, 4), (20, 5)]
+    assert sums == [(0, 3), (2, 12)]
+    assert counts == [(0, 2), (2, 3)]
+
+
+def test_reclock_emits_data_at_the_next_clock_tick(run):
+    def build(worker):
+        out = []
+        data, clock = at.InputHandle(), at.InputHandle()
+        worker.dataflow(lambda s: collect(data.to_stream(s).reclock(clock.to_stream(s)), out))
+        for t in range(1, 11):
+            data.advance_to(t)
+            data.send(t)
+            clock.advance_to(t)
+            if t in (3, 7, 10):
+                clock.send(None)
+        data.close()
+        clock.close()
+        return out
+
+    got = run(build)[0]
+    assert sorted(got) == [(3, 1), (3, 2), (3, 3), (7, 4), (7, 5), (7, 6), (7, 7), (10, 8), (10, 9), (10, 10)]
+
+
+def test_partially_ordered_times_complete_by_the_product_order(run):
+    """(1, 1) is complete while the frontier is {(0, 5), (3, 1)}, though (0, 5) < (1, 1) lexicographically."""
+    async def build(worker):
+        a, b = at.InputHandle(), at.InputHandle()
+        counts = []
+        probe = worker.dataflow(
+            lambda s: collect(a.to_stream(s).concat(b.to_stream(s)).count(), counts).probe(),
+            timestamp=ProductType(INT, INT))
+        a.send_batch(["x", "y"])
+        a.advance_to(P(0, 5))
+        b.advance_to(P(1, 1))
+        b.send("z")
+        b.advance_to(P(3, 1))
+        await worker.step_while(lambda: probe.less_equal(P(1, 1)))
+        frontier = probe.frontier
+        a.close()
+        b.close()
+        return counts, frontier
+
+    counts, frontier = run(build)[0]
+    assert frontier == at.Antichain([P(0, 5), P(3, 1)])
+    assert counts == [(P(0, 0), 2), (P(1, 1), 1)]
+
+
+# -- observing ------------------------------------------------------------------------
+
+
+def test_probe_frontier_and_wait_beyond(run):
+    async def build(worker):
+        inp = at.InputHandle()
+        probe = worker.dataflow(lambda s: inp.to_stream(s).map(lambda x: x).probe())
+        history = [probe.frontier]
+        for t in range(1, 4):
+            inp.advance_to(t)
+            await probe.wait_beyond(t - 1)
+            history.append(probe.frontier)
+            assert not probe.less_than(t) and probe.less_equal(t)
+        inp.close()
+        await probe.wait_beyond(100)
+        history.append(probe.frontier)
+        assert probe.done()
+        return history
+
+    assert run(build)[0] == [at.Antichain([0]), at.Antichain([1]), at.Antichain([2]), at.Antichain([3]),
+                             at.Antichain()]
+
+
+def test_probe_with_watches_several_streams(run):
+    async def build(worker):
+        a, b = at.InputHandle(), at.InputHandle()
+        handle = at.ProbeHandle()
+        worker.dataflow(lambda s: (a.to_stream(s).probe_with(handle), b.to_stream(s).probe_with(handle)))
+        a.advance_to(5)
+        b.advance_to(2)
+        await worker.step_while(lambda: handle.less_than(2))
+        first = handle.frontier
+        b.close()
+        await handle.wait_beyond(4)
+        second = handle.frontier
+        a.close()
+        return first, second
+
+    assert run(build)[0] == (at.Antichain([2]), at.Antichain([5]))
+
+
+def test_capture_and_replay_reproduce_records_and_frontiers(run):
+    def produce(worker):
+        inp = at.InputHandle()
+        captured = worker.dataflow(lambda s: inp.to_stream(s).capture())
+        feed(inp, [[1, 2], [3], [], [4]])
+        return captured
+
+    captured = run(produce)[0]
+    assert captured.extract() == [(0, [1, 2]), (1, [3]), (3, [4])]
+
+    async def consume(worker):
+        out = []
+        probe = worker.dataflow(lambda s: collect(at.replay(captured, s), out).probe())
+        await worker.step_until_done()
+        return out, probe.done()
+
+    out, done = run(consume)[0]
+    assert sorted(out) == [(0, 1), (0, 2), (1, 3), (3, 4)] and done
+
+
+# -- generic operators ----------------------------------------------------------------
+
+
+def test_unary_and_binary_with_capabilities(run):
+    def build(worker):
+        out = []
+        a, b = at.InputHandle(), at.InputHandle()
+
+        def make(s):
+            @a.to_stream(s).unary(name="Double")
+            async def doubled(input, output, cap):
+                cap.drop()
+                async for _ in input.activations():
+                    for time, batch in input.drain():
+                        output.session(time).give_many(x * 2 for x in batch)
+
+            @doubled.binary(b.to_stream(s), name="Pairs")
+            async def paired(left, right, output, cap):
+                cap.drop()
+                async for _ in left.activations():
+                    for time, batch in left.drain():
+                        output.session(time).give_many(("L", x) for x in batch)
+                    for time, batch in right.drain():
+                        later = time.delayed(time.time + 100)
+                        output.session(later).give_many(("R", x) for x in batch)
+                        later.drop()
+
+            collect(paired, out)
+
+        worker.dataflow(make)
+        feed(a, [[1], [2]])
+        feed(b, [[], ["x"]])
+        return out
+
+    assert sorted(run(build)[0], key=repr) == sorted([(0, ("L", 2)), (1, ("L", 4)), (101, ("R", "x"))], key=repr)
+
+
+def test_unary_notify_and_binary_notify_fire_in_time_order(run):
+    def build(worker):
+        fired, joined = [], []
+        a, b = at.InputHandle(), at.InputHandle()
+
+        def make(s):
+            sa, sb = a.to_stream(s), b.to_stream(s)
+
+            @sa.unary_notify(name="Notify")
+            async def notified(input, output, notificator):
+                stash = {}
+                async for _ in input.activations():
+                    for time, batch in input.drain():
+                        stash.setdefault(time.time, []).extend(batch)
+                        notificator.notify_at(time)
+                    for cap in notificator.ready():
+                        fired.append((cap.time, sorted(stash.pop(cap.time))))
+                        output.session(cap).give(len(fired))
+
+            @sa.binary_notify(sb, name="Join")
+            async def join(left, right, output, notificator):
+                stash = {}
+                async for _ in left.activations():
+                    for inp in (left, right):
+                        for time, batch in inp.drain():
+                            stash.setdefault(time.time, []).extend(batch)
+                            notificator.notify_at(time)
+                    for cap in notificator.ready():
+                        joined.append((cap.time, sorted(stash.pop(cap.time))))
+
+            collect(notified, [])
+
+        worker.dataflow(make)
+        a.send(3)
+        a.advance_to(1)
+        a.send(1)
+        b.send(9)
+        b.advance_to(1)
+        a.advance_to(2)
+        a.send(2)
+        a.close()
+        b.close()
+        return fired, joined
+
+    fired, joined = run(build)[0]
+    assert fired == [(0, [3]), (1, [1]), (2, [2])]
+    assert joined == [(0, [3, 9]), (1, [1]), (2, [2])]
+
+
+def test_frontier_notificator_with_explicit_frontiers(run):
+    def build(worker):
+        seen = []
+
+        def make(s):
+            @at.to_stream([5, 1, 3], s).unary_frontier(name="Later")
+            async def later(input, output, cap):
+                note = at.FrontierNotificator()
+                async for _ in input.activations():
+                    for time, batch in input.drain():
+                        for x in batch:
+                            note.notify_at(cap.delayed(x))
+                    seen.append(note.pending())
+                    for ready in note.ready([input.frontier]):
+                        output.session(ready).give(ready.time)
+                cap.drop()
+
+            collect(later, seen)
+
+        worker.dataflow(make)
+        return seen
+
+    seen = run(build)[0]
+    assert seen[0] == [1, 3, 5]
+    assert [x for x in seen if isinstance(x, tuple)] == [(1, 1), (3, 3), (5, 5)]
+
+
+def test_sink_sees_everything_then_completes(run):
+    def build(worker):
+        got = []
+
+        def make(s):
+            @at.to_stream(range(5), s).sink(name="Collector")
+            async def collector(input):
+                async for _ in input.activations():
+                    for time, batch in input.drain():
+                        got.extend(batch)
+                got.append("complete")
+
+        worker.dataflow(make)
+        return got
+
+    assert run(build)[0] == [0, 1, 2, 3, 4, "complete"]
+
+
+def test_generic_builders_need_async_logic(run):
+    def build(worker):
+        worker.dataflow(lambda s: at.to_stream([1], s).unary(lambda i, o, c: None))
+
+    with pytest.raises(TypeError, match="must be an 'async def'"):
+        run(build)
