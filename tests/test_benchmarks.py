@@ -11,3 +11,18 @@ def test_tracker_benchmark_quick_run_checks_its_results():
     # a capability moving down a 50-operator chain moves 4 frontier elements per operator (2 locations, -1 and +1)
     assert results["runs"]["chain/advance"]["frontier_changes_per_step"] == 4 * 50 - 2
     assert results["runs"]["dag/records"]["frontier_changes_per_step"] == 0
+
+
+def test_pipeline_benchmark_quick_run_checks_its_sums():
+    from benchmarks import pipeline
+
+    results = pipeline.main(["--quick"])
+    assert "aiotimely 1 worker (asyncio)" in results["runs"]
+
+
+def test_wordcount_benchmark_quick_run_checks_its_counts():
+    from benchmarks import wordcount
+
+    results = wordcount.main(["--quick"])
+    assert results["words"] == 100_000
+    assert "aiotimely book operator, 2 worker(s)" in results["runs"]

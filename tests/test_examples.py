@@ -9,8 +9,9 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run(name: str) -> list[str]:
-    done = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=60)
+def run(name: str, *args: str) -> list[str]:
+    done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -24,3 +25,40 @@ def test_progress_tour_follows_the_record_round_the_loop():
     assert rows["the body consumes it and stops iterating"] == ["{6}", "{(6,", "0)}", "{(6,", "1)}"]
     assert rows["the input closes"] == ["{}", "{}", "{}"]
     assert lines[-1] == "dataflow complete: True"
+
+
+def test_hello_prints_each_number_once_on_the_worker_it_belongs_to():
+    lines = run("hello.py", "-w", "2")
+    assert sorted(lines) == sorted(f"worker {x % 2}:\thello {x}" for x in range(10))
+
+
+def test_wordcount_counts_the_builtin_text_on_three_workers():
+    counts = dict(line.split("\t") for line in run("wordcount.py", "-w", "3"))
+    assert counts == {"the": "4", "dog": "3", "fox": "3", "a": "2", "brown": "2", "jumps": "2", "lazy": "2",
+                      "over": "2", "quick": "2", "and": "1", "barks": "1", "runs": "1"}
+
+
+def test_wordcount_reads_a_file(tmp_path):
+    text = tmp_path / "words.txt"
+    text.write_text("x y x\ny z\n")
+    assert run("wordcount.py", "-w", "2", str(text)) == ["x\t2", "y\t2", "z\t1"]
+
+
+def test_collatz_counts_steps_and_checks_the_rounds():
+    lines = run("collatz.py", "-w", "2", "12")
+    assert lines[0] == "1 reaches 1 after 3 steps"
+    assert "7 reaches 1 after 16 steps" in lines and len(lines) == 12
+
+
+def test_window_average_reports_each_window_but_the_quiet_one():
+    assert run("window_average.py", "-w", "2") == [
+        "[  0,  10): average 9",
+        "[ 10,  20): average 29",
+        "[ 20,  30): average 49",
+        "[ 40,  50): average 89",
+        "[ 50,  60): average 109",
+    ]
+
+
+def test_capture_replay_replays_every_record_on_another_worker_count():
+    assert run("capture_replay.py") == [f"time {t}: 10 records replayed" for t in range(5)]

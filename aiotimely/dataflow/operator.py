@@ -64,7 +64,7 @@ class OperatorRuntime:
         self._coro: Coroutine | None = None
         self._function: Callable[[], None] | None = None
         self._waiting: asyncio.Future | None = None
-        self._dirty_sessions: list = []
+        self._dirty_ports: list[OutputPort] = []
         self._drop_initial = False
         self.externally_driven = False
         self.frontier_changes: list[list] | None = None
@@ -208,10 +208,10 @@ class OperatorRuntime:
         except Exception as exc:
             raise self._failure(exc) from exc
         finally:
-            if self._dirty_sessions:
-                sessions, self._dirty_sessions = self._dirty_sessions, []
-                for session in sessions:
-                    session.flush()
+            if self._dirty_ports:
+                ports, self._dirty_ports = self._dirty_ports, []
+                for port in ports:
+                    port.release()
         return not self.done
 
     def _resume(self) -> None:

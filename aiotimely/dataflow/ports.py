@@ -50,15 +50,22 @@ NEXT_ACTIVATION = _NextActivation()
 
 
 class OutputPort:
-    """An operator output: counts records per time, hands batches to the consumers' pushers."""
+    """An operator output: counts records per time, hands batches to the consumers' pushers.
 
-    __slots__ = ("op", "index", "pushers", "produced")
+    Records given through sessions are buffered here, one buffer per output, so that
+    what an operator sends leaves in the order it was given, whichever session gave it.
+    """
+
+    __slots__ = ("op", "index", "pushers", "produced", "_buffer", "_time", "_owner")
 
     def __init__(self, op: OperatorRuntime, index: int, produced: ChangeBatch) -> None:
         self.op = op
         self.index = index
         self.pushers: list[Callable[[Any, list], None]] = []
         self.produced = produced
+        self._buffer: list = []
+        self._time: Any = None
+        self._owner: Session | None = None
 
     def push(self, time: Any, batch: list) -> None:
         """Send ``batch`` at ``time`` to every consumer."""
@@ -71,17 +78,35 @@ class OutputPort:
             for i, push in enumerate(pushers):
                 push(time, batch if i == last else list(batch))
 
+    def _switch(self, session: Session) -> None:
+        if self._buffer:
+            self.flush()
+        elif self._owner is None:
+            self.op._dirty_ports.append(self)
+        self._owner = session
+        self._time = session._time
+
+    def flush(self) -> None:
+        """Hand the buffered records on now."""
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self.push(self._time, batch)
+
+    def release(self) -> None:
+        """The operator yielded: flush, and make the next session check its capability again."""
+        self.flush()
+        self._owner = None
+
 
 class Session:
-    """Sends records at one time on one output; buffers them into batches."""
+    """Sends records at one time on one output, in batches."""
 
-    __slots__ = ("_port", "_time", "_cap", "_buffer")
+    __slots__ = ("_port", "_time", "_cap")
 
     def __init__(self, port: OutputPort, time: Any, cap: Capability | CapabilityRef) -> None:
         self._port = port
         self._time = time
         self._cap = cap
-        self._buffer: list = []
 
     @property
     def time(self) -> Any:
@@ -99,33 +124,34 @@ class Session:
 
     def give(self, record: Any) -> None:
         """Send one record."""
-        buffer = self._buffer
-        if not buffer:
+        port = self._port
+        if port._owner is not self:
             self._check()
-            self._port.op._dirty_sessions.append(self)
+            port._switch(self)
         elif type(self._cap) is Capability and not self._cap._live:
             self._check()
+        buffer = port._buffer
         buffer.append(record)
         if len(buffer) >= BATCH_SIZE:
-            self.flush()
+            port.flush()
 
     def give_many(self, records: Any) -> None:
         """Send every record of an iterable."""
-        buffer = self._buffer
-        if not buffer:
+        port = self._port
+        if port._owner is not self:
             self._check()
-            self._port.op._dirty_sessions.append(self)
+            port._switch(self)
         elif type(self._cap) is Capability and not self._cap._live:
             self._check()
+        buffer = port._buffer
         buffer.extend(records)
         if len(buffer) >= BATCH_SIZE:
-            self.flush()
+            port.flush()
 
     def flush(self) -> None:
         """Hand buffered records on now (the worker does this when the operator yields)."""
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            self._port.push(self._time, batch)
+        if self._port._owner is self:
+            self._port.flush()
 
 
 class OperatorInput:

@@ -1,0 +1,107 @@
+"""What every benchmark shares: repeats and medians, the peers' anchor scripts, tables and JSON.
+
+The peers (bytewax, plain Python) run from ``../shared/anchors`` beside the
+repository; bytewax is a bench-only extra (``pip install -e '.[bench]'``). A peer
+that is not installed is reported as skipped, not as a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+ANCHORS = Path(os.environ.get("AIOTIMELY_ANCHORS", ROOT.parent / "shared" / "anchors"))
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    """min / median / max of a list of samples."""
+    ordered = sorted(samples)
+    return {"min": ordered[0], "median": statistics.median(ordered), "max": ordered[-1], "runs": len(ordered)}
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def repeat(fn: Callable[[], tuple[float, Any]], repeats: int) -> tuple[dict[str, float], Any]:
+    """Run ``fn`` (returning ``(seconds, result)``) ``repeats`` times; the stats and the last result."""
+    samples, result = [], None
+    for _ in range(repeats):
+        seconds, result = fn()
+        samples.append(seconds)
+    return stats(samples), result
+
+
+def have(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def run_anchor(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> list[dict]:
+    """Run a peer from the anchors folder; return the JSON records it wrote (its ``*_CHECK_DIR``) or printed."""
+    with tempfile.TemporaryDirectory() as check_dir:
+        full_env = {**os.environ, "PYTHONPATH": str(ANCHORS), **(env or {})}
+        for key in list(full_env):
+            if full_env[key] == "{check_dir}":
+                full_env[key] = check_dir
+        done = subprocess.run([sys.executable, *args], cwd=ANCHORS, env=full_env, capture_output=True,
+                              text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")
+        records = [json.loads(p.read_text()) for p in sorted(Path(check_dir).glob("*.json"))]
+        if not records:
+            records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        return records
+
+
+def in_process_seconds(records: list[dict]) -> float:
+    """A peer's dataflow time: first source built to last sink closed, as its check files say."""
+    return max(r["t_close"] for r in records) - min(r["t_build"] for r in records)
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def table(title: str, rows: list[tuple[str, dict[str, float], str]], unit_per: float, unit: str,
+          baseline: str) -> str:
+    """Rows of ``(name, seconds stats, note)`` as text, with rate per ``unit`` and ratio to ``baseline``."""
+    base = next((s["median"] for name, s, _ in rows if name == baseline and s), None)
+    lines = [title, f"{'':42} {'median s':>9} {'min..max s':>15} {unit:>12} {'vs ' + baseline:>18}"]
+    for name, s, note in rows:
+        if not s:
+            lines.append(f"{name:42} {'skipped':>9}   {note}")
+            continue
+        ratio = f"{base / s['median']:.2f}x" if base else "-"
+        lines.append(
+            f"{name:42} {s['median']:9.3f} {s['min']:7.3f}..{s['max']:<7.3f} "
+            f"{unit_per / s['median'] / 1e6:10.2f} M {ratio:>17}  {note}"
+        )
+    return "\n".join(lines)
+
+
+def save(name: str, results: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **results}, indent=2, default=str))
+    return path

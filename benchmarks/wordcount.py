@@ -1,0 +1,171 @@
+"""Benchmark ``wordcount``: the 2,000,000-word corpus of ``../shared/anchors/gen_corpus.py``.
+
+Side by side in one run: aiotimely (the book's per-word ``unary_frontier`` word
+count, and a batch-level one that counts each batch with ``Counter`` and emits the
+final counts when the input completes, as bytewax's ``count_final`` does) on 1 and
+2 workers in one process; bytewax 0.21.1 ``count_final`` on 1 and 2 workers; and
+``collections.Counter`` over the lines. Each timing is the in-process time of the
+work, median of several repeats; every variant's counts are checked equal.
+
+    python -m benchmarks.wordcount [--quick] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import aiotimely as at
+
+from .common import ANCHORS, have, in_process_seconds, repeat, run_anchor, save, table, timed
+
+CORPUS = Path(os.environ.get("WC_CORPUS", Path(os.environ.get("TMPDIR", "/tmp")) / "aiotimely-anchors" / "corpus.txt"))
+
+
+def corpus() -> Path:
+    """The anchors' corpus, generated on first use (deterministic: same bytes every time)."""
+    if not CORPUS.exists():
+        subprocess.run([sys.executable, str(ANCHORS / "gen_corpus.py"), str(CORPUS)], check=True,
+                       capture_output=True)
+    return CORPUS
+
+
+def book_wordcount(lines: at.Stream) -> at.Stream:
+    """The book's operator: a running count per word, updated and emitted per word, per time."""
+    words = lines.flat_map(lambda line: [(word, 1) for word in line.split()])
+
+    @words.unary_frontier(exchange=lambda kv: kv[0], name="WordCount")
+    async def counted(input, output, cap):
+        cap.drop()
+        pending, counts = {}, {}
+        async for _ in input.activations():
+            for time, batch in input.drain():
+                pending.setdefault(time.retain(), []).extend(batch)
+            for ready in sorted((c for c in pending if not input.frontier.less_equal(c.time)), key=lambda c: c.time):
+                with ready:
+                    out = output.session(ready)
+                    for word, diff in pending.pop(ready):
+                        counts[word] = count = counts.get(word, 0) + diff
+                        out.give((word, count))
+
+    return counted
+
+
+def final_wordcount(lines: at.Stream) -> at.Stream:
+    """Counts per time with ``Counter`` on each worker, exchanged by word and summed: final counts per time."""
+    local = lines.accumulate(None, _count_lines)
+    pairs = local.flat_map(lambda counts: counts.items())
+    return pairs.exchange(lambda kv: kv[0]).accumulate(None, _merge).flat_map(lambda counts: counts.items())
+
+
+def _count_lines(acc: Counter | None, lines: list) -> Counter:
+    acc = acc if acc is not None else Counter()
+    for line in lines:
+        acc.update(line.split())
+    return acc
+
+
+def _merge(acc: Counter | None, pairs: list) -> Counter:
+    acc = acc if acc is not None else Counter()
+    for word, n in pairs:
+        acc[word] += n
+    return acc
+
+
+def aiotimely_run(path: Path, workers: int, variant: str) -> tuple[float, dict[str, int]]:
+    def build(worker: at.Worker) -> dict[str, int]:
+        with open(path) as f:
+            lines = f.readlines()[worker.index::worker.peers]
+        result: dict[str, int] = {}
+        inp = at.InputHandle()
+        if variant == "book":
+            worker.dataflow(lambda s: book_wordcount(inp.to_stream(s)).inspect_batch(
+                lambda _t, wcs: result.update(wcs)))
+        else:
+            worker.dataflow(lambda s: final_wordcount(inp.to_stream(s)).inspect_batch(
+                lambda _t, wcs: result.update(wcs)))
+        inp.send_batch(lines)
+        return result
+
+    seconds, results = timed(lambda: at.execute(build, workers=workers, loop="uvloop" if have("uvloop") else "asyncio"))
+    merged: dict[str, int] = {}
+    for r in results:
+        merged.update(r)
+    return seconds, merged
+
+
+def counter_run(path: Path) -> tuple[float, dict[str, int]]:
+    def work() -> dict[str, int]:
+        counts: Counter = Counter()
+        with open(path) as f:
+            for line in f:
+                counts.update(line.split())
+        return dict(counts)
+
+    return timed(work)
+
+
+def bytewax_run(path: Path, workers: int) -> tuple[float, dict[str, Any]]:
+    args = ["-m", "bytewax.run", "wc_bytewax:build('count_final')"] + (["-w", str(workers)] if workers > 1 else [])
+    records = run_anchor(args, env={"WC_CHECK_DIR": "{check_dir}", "WC_CORPUS": str(path)})
+    return in_process_seconds(records), {"distinct": sum(r["items"] for r in records),
+                                         "total": sum(r["sum"] for r in records)}
+
+
+def summary(counts: dict[str, int]) -> dict[str, Any]:
+    return {"distinct": len(counts), "total": sum(counts.values())}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the first 100 lines, one repeat, no bytewax")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    path = corpus()
+    if args.quick:
+        small = path.parent / "corpus-quick.txt"
+        with open(path) as f, open(small, "w") as g:
+            g.writelines(f.readlines()[:100])
+        path = small
+    repeats = 1 if args.quick else args.repeats
+    _, expected = counter_run(path)
+    words = sum(expected.values())
+
+    rows: list[tuple[str, dict, str]] = []
+    results: dict[str, Any] = {"words": words, "runs": {}}
+
+    def record(name: str, fn, check, note: str = "") -> None:
+        s, outcome = repeat(fn, repeats)
+        assert check(outcome), f"{name}: wrong counts {summary(outcome) if isinstance(outcome, dict) else outcome}"
+        rows.append((name, s, note))
+        results["runs"][name] = s
+
+    exact = lambda counts: counts == expected  # noqa: E731
+    record("collections.Counter", lambda: counter_run(path), exact, "the floor: one process, no dataflow")
+    for workers in (1, 2):
+        record(f"aiotimely final counts, {workers} worker(s)", lambda: aiotimely_run(path, workers, "final"), exact,
+               "Counter per time and worker, exchanged, summed")
+        record(f"aiotimely book operator, {workers} worker(s)", lambda: aiotimely_run(path, workers, "book"),
+               exact, "one update per word")
+    if have("bytewax") and not args.quick:
+        for workers in (1, 2):
+            record(f"bytewax count_final, {workers} worker(s)", lambda: bytewax_run(path, workers),
+                   lambda o: o == summary(expected))
+    else:
+        rows.append(("bytewax 0.21.1", {}, "quick mode" if args.quick else "not installed (pip install -e '.[bench]')"))
+    baseline = "bytewax count_final, 1 worker(s)"
+    if baseline not in results["runs"]:
+        baseline = "collections.Counter"
+    print(table(f"wordcount: {words:,} words; median of {repeats}", rows, words, "words/s", baseline))
+    if not args.quick:
+        print(f"wrote {save('wordcount', results)}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
