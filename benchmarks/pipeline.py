@@ -15,7 +15,7 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import have, in_process_seconds, repeat, run_anchor, save, stats, table, timed
+from .common import have, in_process_seconds, repeat, run_anchor, save, table, timed
 
 N = 2_000_000
 

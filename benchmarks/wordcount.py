@@ -148,13 +148,13 @@ def main(argv: list[str] | None = None) -> dict:
     exact = lambda counts: counts == expected  # noqa: E731
     record("collections.Counter", lambda: counter_run(path), exact, "the floor: one process, no dataflow")
     for workers in (1, 2):
-        record(f"aiotimely final counts, {workers} worker(s)", lambda: aiotimely_run(path, workers, "final"), exact,
+        record(f"aiotimely final counts, {workers} worker(s)", lambda w=workers: aiotimely_run(path, w, "final"), exact,
                "Counter per time and worker, exchanged, summed")
-        record(f"aiotimely book operator, {workers} worker(s)", lambda: aiotimely_run(path, workers, "book"),
+        record(f"aiotimely book operator, {workers} worker(s)", lambda w=workers: aiotimely_run(path, w, "book"),
                exact, "one update per word")
     if have("bytewax") and not args.quick:
         for workers in (1, 2):
-            record(f"bytewax count_final, {workers} worker(s)", lambda: bytewax_run(path, workers),
+            record(f"bytewax count_final, {workers} worker(s)", lambda w=workers: bytewax_run(path, w),
                    lambda o: o == summary(expected))
     else:
         rows.append(("bytewax 0.21.1", {}, "quick mode" if args.quick else "not installed (pip install -e '.[bench]')"))

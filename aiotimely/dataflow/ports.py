@@ -310,7 +310,7 @@ class ExchangePusher:
         for record in batch:
             k = key(record)
             parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
-        for box, part in zip(self._boxes, parts):
+        for box, part in zip(self._boxes, parts, strict=True):
             if part:
                 box.push((time, part))
 

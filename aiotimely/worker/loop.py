@@ -18,7 +18,9 @@ def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] 
         import uvloop
     except ImportError:
         if loop == "uvloop":
-            raise RuntimeError("loop='uvloop' was asked for, but uvloop is not installed (pip install uvloop)")
+            raise RuntimeError(
+                "loop='uvloop' was asked for, but uvloop is not installed (pip install uvloop)"
+            ) from None
         return None
     return uvloop.new_event_loop
 

@@ -41,11 +41,10 @@ def test_an_exception_in_async_logic_reaches_an_async_with_block():
                 @inp.to_stream(s).sink(name="Picky")
                 async def picky(input):
                     async for _ in input.activations():
-                        for time, batch in input.drain():
+                        for _time, batch in input.drain():
                             if "bad" in batch:
                                 raise ValueError("bad record")
 
-            probe_holder = []
             worker.dataflow(make)
             inp.send("good")
             inp.advance_to(1)
@@ -151,7 +150,7 @@ def test_a_received_time_is_not_valid_after_the_operator_yields(run):
         cap.drop()
         kept = []
         async for _ in input.activations():
-            for time, batch in input.drain():
+            for time, _batch in input.drain():
                 kept.append(time)
             if len(kept) > 1:
                 output.session(kept[0]).give("stale")
@@ -217,7 +216,7 @@ def test_an_operator_that_keeps_a_capability_is_reported_by_name_and_time(run):
         async def hoarder(input, output, cap):
             cap.drop()
             async for _ in input.activations():
-                for time, batch in input.drain():
+                for time, _batch in input.drain():
                     held.append(time.delayed(time.time + 1))   # kept, never dropped
 
         inp = at.InputHandle()
@@ -240,7 +239,7 @@ def test_a_dropped_reference_to_a_capability_releases_it():
     def build(worker):
         async def forgetful(input, output, cap):
             async for _ in input.activations():
-                for time, batch in input.drain():
+                for time, _batch in input.drain():
                     time.retain()                       # made and immediately forgotten
 
         worker.dataflow(lambda s: at.to_stream([1, 2], s).unary(forgetful, name="Forgetful"))

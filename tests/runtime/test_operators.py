@@ -134,9 +134,9 @@ def test_partition_names_a_bad_index(run):
 
 def test_delay_moves_records_and_releases_them_when_complete(run):
     def build(worker):
-        out, order = [], []
+        out = []
         inp = at.InputHandle()
-        probe = worker.dataflow(lambda s: collect(inp.to_stream(s).delay(lambda x, t: t + x), out).probe())
+        worker.dataflow(lambda s: collect(inp.to_stream(s).delay(lambda x, t: t + x), out))
         feed(inp, [[3, 1], [0, 2]])
         return out
 
@@ -374,7 +374,7 @@ def test_frontier_notificator_with_explicit_frontiers(run):
             async def later(input, output, cap):
                 note = at.FrontierNotificator()
                 async for _ in input.activations():
-                    for time, batch in input.drain():
+                    for _time, batch in input.drain():
                         for x in batch:
                             note.notify_at(cap.delayed(x))
                     seen.append(note.pending())
@@ -400,7 +400,7 @@ def test_sink_sees_everything_then_completes(run):
             @at.to_stream(range(5), s).sink(name="Collector")
             async def collector(input):
                 async for _ in input.activations():
-                    for time, batch in input.drain():
+                    for _time, batch in input.drain():
                         got.extend(batch)
                 got.append("complete")
 
@@ -416,3 +416,24 @@ def test_generic_builders_need_async_logic(run):
 
     with pytest.raises(TypeError, match="must be an 'async def'"):
         run(build)
+
+
+def test_records_leave_in_the_order_given_across_sessions(run):
+    def build(worker):
+        out = []
+
+        async def interleave(input, output, cap):
+            early = cap
+            late = cap.delayed(1)
+            a, b = output.session(early), output.session(late)
+            for i in range(3000):           # more than a batch, alternating sessions
+                (a if i % 2 == 0 else b).give(i)
+            early.drop()
+            late.drop()
+            async for _ in input.activations():
+                pass
+
+        worker.dataflow(lambda s: at.to_stream([], s).unary(interleave, name="Interleave").inspect(out.append))
+        return out
+
+    assert run(build)[0] == list(range(3000))

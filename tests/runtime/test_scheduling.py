@@ -32,7 +32,7 @@ def counting_operator(stream, interest, log, hold_until=None):
 async def advance_quietly(worker, inp, probe, times):
     for t in times:
         inp.advance_to(t)
-        await worker.step_while(lambda: probe.less_than(t))
+        await worker.step_while(lambda t=t: probe.less_than(t))
 
 
 @pytest.mark.parametrize("interest", [NEVER, IF_CAPABILITY, ALWAYS])

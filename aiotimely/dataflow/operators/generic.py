@@ -53,7 +53,9 @@ def build(
     if len(keys) != len(streams):
         raise ValueError(f"{kind} {name!r}: {len(keys)} exchange keys for {len(streams)} inputs")
     op = OperatorRuntime(streams[0].scope, name, len(streams), outputs, interest=interest)
-    inputs: list[OperatorInput] = [op.connect(i, s, exchange=k) for i, (s, k) in enumerate(zip(streams, keys))]
+    inputs: list[OperatorInput] = [
+        op.connect(i, s, exchange=k) for i, (s, k) in enumerate(zip(streams, keys, strict=True))
+    ]
     outs = [OperatorOutput(port) for port in op.outputs]
     if notify:
         for o in range(outputs):

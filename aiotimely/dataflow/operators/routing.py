@@ -37,7 +37,7 @@ def concatenate(scope: Scope, streams: Sequence[Stream]) -> Stream:
     out = op.outputs[0]
 
     def run() -> None:
-        for queue, consumed in zip(queues, consumeds):
+        for queue, consumed in zip(queues, consumeds, strict=True):
             while queue:
                 time, batch = queue.popleft()
                 consumed.update(time, len(batch))
@@ -60,7 +60,7 @@ def split(stream: Stream, name: str, outputs: int, choose: Callable[[list], list
             time, batch = queue.popleft()
             consumed.update(time, len(batch))
             op.current_time = time
-            for port, part in zip(ports, choose(batch)):
+            for port, part in zip(ports, choose(batch), strict=True):
                 if part:
                     port.push(time, part)
 
