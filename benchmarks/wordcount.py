@@ -22,7 +22,10 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, have, in_process_seconds, repeat, run_anchor, save, table, timed
+from .common import ANCHORS, ROOT, have, in_process_seconds, repeat, run_anchor, save, table, timed
+
+sys.path.insert(0, str(ROOT / "examples"))
+from wordcount import wordcount as book_wordcount  # noqa: E402  (the example is the book's operator)
 
 CORPUS = Path(os.environ.get("WC_CORPUS", Path(os.environ.get("TMPDIR", "/tmp")) / "aiotimely-anchors" / "corpus.txt"))
 
@@ -33,27 +36,6 @@ def corpus() -> Path:
         subprocess.run([sys.executable, str(ANCHORS / "gen_corpus.py"), str(CORPUS)], check=True,
                        capture_output=True)
     return CORPUS
-
-
-def book_wordcount(lines: at.Stream) -> at.Stream:
-    """The book's operator: a running count per word, updated and emitted per word, per time."""
-    words = lines.flat_map(lambda line: [(word, 1) for word in line.split()])
-
-    @words.unary_frontier(exchange=lambda kv: kv[0], name="WordCount")
-    async def counted(input, output, cap):
-        cap.drop()
-        pending, counts = {}, {}
-        async for _ in input.activations():
-            for time, batch in input.drain():
-                pending.setdefault(time.retain(), []).extend(batch)
-            for ready in sorted((c for c in pending if not input.frontier.less_equal(c.time)), key=lambda c: c.time):
-                with ready:
-                    out = output.session(ready)
-                    for word, diff in pending.pop(ready):
-                        counts[word] = count = counts.get(word, 0) + diff
-                        out.give((word, count))
-
-    return counted
 
 
 def final_wordcount(lines: at.Stream) -> at.Stream:

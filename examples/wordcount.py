@@ -22,7 +22,7 @@ a quick brown dog jumps over a lazy fox
 """
 
 
-def wordcount(scope: at.Scope, lines: at.Stream) -> at.Stream:
+def wordcount(lines: at.Stream) -> at.Stream:
     words = lines.flat_map(lambda line: [(word, 1) for word in line.split()])
 
     @words.unary_frontier(exchange=lambda kv: kv[0], name="WordCount")
@@ -47,7 +47,7 @@ async def build(worker: at.Worker, text: str = TEXT) -> list:
     inp = at.InputHandle()
     results = []
     probe = worker.dataflow(
-        lambda scope: wordcount(scope, inp.to_stream(scope))
+        lambda scope: wordcount(inp.to_stream(scope))
         .inspect_time(lambda t, wc: results.append((t, wc)))
         .probe()
     )

@@ -7,8 +7,9 @@ import inspect
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from ..errors import CapabilityError, GraphError
-from ..progress import Antichain, FrontierInterest, MutableAntichain, Source
+from ..progress import Antichain, FrontierInterest, MutableAntichain
 from .operator import OperatorRuntime
+from .operators.common import output_stream
 from .ports import BATCH_SIZE, OperatorOutput
 
 if TYPE_CHECKING:
@@ -16,12 +17,6 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = ["InputHandle", "ProbeHandle", "to_stream", "source"]
-
-
-def _stream(op: OperatorRuntime, output: int = 0) -> Stream:
-    from .stream import Stream
-
-    return Stream(op.scope, Source(op.index, output), op.outputs[output])
 
 
 class InputHandle:
@@ -52,7 +47,7 @@ class InputHandle:
         op.run_function(self._flush, keep_capabilities=True)
         op.externally_driven = True
         scope.worker._inputs.append(self)
-        return _stream(op)
+        return output_stream(op)
 
     @property
     def time(self) -> Any:
@@ -231,7 +226,7 @@ def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
 
     op.run_function(run)
     del inp
-    return _stream(op)
+    return output_stream(op)
 
 
 def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
@@ -260,7 +255,7 @@ def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
             cap.drop()
 
     op.run_function(run, keep_capabilities=True)
-    return _stream(op)
+    return output_stream(op)
 
 
 def source(scope: Scope, name: str, logic: Callable[[OperatorOutput, Any], Coroutine]) -> Stream:
@@ -270,4 +265,4 @@ def source(scope: Scope, name: str, logic: Callable[[OperatorOutput, Any], Corou
         raise TypeError(f"source {name!r}: logic must be an 'async def' taking (output, cap)")
     op = OperatorRuntime(scope, name, 0, 1)
     op.run_coroutine(logic(OperatorOutput(op.outputs[0]), op.mint(0)))
-    return _stream(op)
+    return output_stream(op)

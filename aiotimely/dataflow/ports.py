@@ -122,31 +122,29 @@ class Session:
         else:
             cap._check_valid()
 
-    def give(self, record: Any) -> None:
-        """Send one record."""
+    def _buffer(self) -> list:
+        """The output's buffer, once this session may write to it (its capability still valid)."""
         port = self._port
         if port._owner is not self:
             self._check()
             port._switch(self)
         elif type(self._cap) is Capability and not self._cap._live:
             self._check()
-        buffer = port._buffer
+        return port._buffer
+
+    def give(self, record: Any) -> None:
+        """Send one record."""
+        buffer = self._buffer()
         buffer.append(record)
         if len(buffer) >= BATCH_SIZE:
-            port.flush()
+            self._port.flush()
 
     def give_many(self, records: Any) -> None:
         """Send every record of an iterable."""
-        port = self._port
-        if port._owner is not self:
-            self._check()
-            port._switch(self)
-        elif type(self._cap) is Capability and not self._cap._live:
-            self._check()
-        buffer = port._buffer
+        buffer = self._buffer()
         buffer.extend(records)
         if len(buffer) >= BATCH_SIZE:
-            port.flush()
+            self._port.flush()
 
     def flush(self) -> None:
         """Hand buffered records on now (the worker does this when the operator yields)."""

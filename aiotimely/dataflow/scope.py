@@ -163,6 +163,7 @@ class Scope:
             if c <= last:
                 continue
             last = c
+            self.worker._operators_run += 1
             if children[c].schedule():
                 incomplete.add(c)
             else:
