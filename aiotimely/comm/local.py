@@ -43,7 +43,11 @@ class Mailbox:
 
 
 class LocalFabric:
-    """The mailboxes of one process's workers, keyed by ``(channel, worker)``."""
+    """The mailboxes of one process's workers, keyed by ``(channel, worker)``.
+
+    The runtime talks to every fabric through these methods; the TCP cluster's
+    fabric adds mailboxes that send to other processes.
+    """
 
     def __init__(self, peers: int) -> None:
         self.peers = peers
@@ -57,9 +61,27 @@ class LocalFabric:
             box = self._boxes[key] = Mailbox()
         return box
 
-    def mailboxes(self, channel: Hashable) -> list[Mailbox]:
-        """Every worker's mailbox for ``channel``, in worker order."""
+    def mailboxes(self, channel: Hashable, source: int = 0) -> list[Mailbox]:
+        """Every worker's mailbox for ``channel``, in worker order (``source`` is the sending worker)."""
         return [self.mailbox(channel, w) for w in range(self.peers)]
+
+    def broadcast(self, channel: Hashable, item: Any) -> None:
+        """Push ``item`` to every worker's mailbox for ``channel``, in order."""
+        for w in range(self.peers):
+            self.mailbox(channel, w).push(item)
+
+    def register(self, channel: Hashable, ttype: Any) -> None:
+        """Declare a channel and its timestamp type (needed to decode what other processes send)."""
+
+    def congested(self) -> bool:
+        """True while sends to other processes wait for the network: producers should pause."""
+        return False
+
+    async def wait_writable(self) -> None:
+        """Wait until :meth:`congested` is false."""
+
+    def resume_reading(self) -> None:
+        """The workers caught up: read more from the network."""
 
     def discard(self, channel: Hashable) -> None:
         """Forget a channel's mailboxes (its dataflow completed)."""

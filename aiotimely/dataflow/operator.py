@@ -91,7 +91,8 @@ class OperatorRuntime:
             mailbox = Mailbox()
             pusher: Callable[[Any, list], None] = _MailboxPusher(mailbox)
         else:
-            boxes = worker.fabric.mailboxes(channel)
+            worker.fabric.register(channel, self.ttype)
+            boxes = worker.fabric.mailboxes(channel, source=worker.index)
             mailbox = boxes[worker.index]
             pusher = BroadcastPusher(boxes) if broadcast else ExchangePusher(exchange, boxes)
         stream._port.pushers.append(pusher)

@@ -53,6 +53,7 @@ class Scope:
             parent.children[self.index] = self
         self._builder = SubgraphBuilder(refinement, name=name, path=self.path, worker=worker.index,
                                         peers=worker.peers)
+        self.progress_channel = dataflow.allocate_channel()
         self.children: dict[int, Any] = {}
         self.progress: Subgraph | None = None
         self.pending: set[int] = set()
@@ -123,7 +124,9 @@ class Scope:
         self._incomplete = set(self.children)
         if self.parent is not None:
             self.parent._builder.add_child(self.progress, self.index)
-        self._inbox = self.worker.fabric.mailbox(("progress", self.path), self.worker.index)
+        fabric = self.worker.fabric
+        fabric.register(self.progress_channel, self.ttype)
+        self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
         return self.progress
 
     def _start(self) -> None:
@@ -178,7 +181,7 @@ class Scope:
                 pending.clear()
         batch = sub.send()
         if batch is not None:
-            self.worker.broadcast_progress(self.path, batch)
+            self.worker.fabric.broadcast(self.progress_channel, batch)
         if later:
             pending.update(later)
         if pending or sub.has_pending():

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import os
 from typing import Any, Callable, Sequence
 
+from ..comm.cluster import Cluster
 from ..errors import ClusterError
 from .loop import run
 from .worker import Computation, Worker
@@ -29,29 +31,60 @@ def execute(
     addresses: Sequence[str] | None = None,
     *,
     loop: str = "auto",
+    secret: str | bytes | None = None,
+    pickle: bool = False,
+    connect_timeout: float = 30.0,
 ) -> list[Any]:
-    """Run ``build(worker)`` on each of ``workers`` workers, then run every dataflow to completion.
+    """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
     ``build`` may be a plain or an ``async`` function. Returns the list of its
-    results, in worker order. An exception in any operator stops every worker and is
-    raised here, naming the dataflow, the operator, the worker and the time.
-    ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"`` or
+    results, in worker order (this process's workers). An exception in any
+    operator, on any worker or process, stops every worker and is raised here,
+    naming the dataflow, the operator, the worker and the time.
+
+    With ``processes=N``, this is process ``process`` of N, and ``addresses`` lists
+    every process's ``host:port`` (default ``127.0.0.1:2101``, ``:2102``, ...). All of
+    them authenticate with a shared ``secret`` (or ``AIOTIMELY_SECRET``). Records of
+    classes other than the msgpack basics cross processes once registered with
+    :func:`aiotimely.register_type`, or, if ``pickle=True``, pickled.
+    ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
     ``"asyncio"``.
     """
-    if processes != 1 or process != 0 or addresses:
-        raise ClusterError(
-            "running over several processes (processes=, process=, addresses=) is not available in this "
-            "version: run with processes=1"
-        )
-    return run(execute_async(build, workers=workers), loop)
+    return run(execute_async(build, workers=workers, processes=processes, process=process, addresses=addresses,
+                             secret=secret, pickle=pickle, connect_timeout=connect_timeout), loop)
 
 
-async def execute_async(build: Callable[[Worker], Any], workers: int = 1) -> list[Any]:
+async def execute_async(
+    build: Callable[[Worker], Any],
+    workers: int = 1,
+    processes: int = 1,
+    process: int = 0,
+    addresses: Sequence[str] | None = None,
+    *,
+    secret: str | bytes | None = None,
+    pickle: bool = False,
+    connect_timeout: float = 30.0,
+) -> list[Any]:
     """:func:`execute` on the running event loop."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
-    computation = Computation(workers)
-    members = [Worker(i, workers, computation=computation) for i in range(workers)]
+    if processes < 1 or not 0 <= process < processes:
+        raise ValueError(f"process {process} of {processes} processes does not exist")
+    cluster = None
+    if processes > 1:
+        addresses = list(addresses) if addresses else [f"127.0.0.1:{2101 + p}" for p in range(processes)]
+        if len(addresses) != processes:
+            raise ClusterError(f"{len(addresses)} addresses for {processes} processes")
+        key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
+        cluster = Cluster(addresses, process, workers, key.encode() if isinstance(key, str) else key,
+                          allow_pickle=pickle, connect_timeout=connect_timeout)
+        await cluster.start()
+        computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True)
+        cluster.on_failure = computation.fail
+    else:
+        computation = Computation(workers)
+    first = process * workers
+    members = [Worker(first + i, processes * workers, computation=computation) for i in range(workers)]
     for worker in members:
         worker._start_scheduler()
 
@@ -74,10 +107,18 @@ async def execute_async(build: Callable[[Worker], Any], workers: int = 1) -> lis
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        if cluster is not None:
+            await cluster.finish()
         return list(outcomes)
+    except BaseException as error:
+        if cluster is not None and cluster.error is None:
+            cluster.abort(error)
+        raise
     finally:
         for worker in members:
             await worker._stop()
+        if cluster is not None:
+            await cluster.close()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:

@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple
 from ..comm.local import LocalFabric
 from ..dataflow.scope import Scope
 from ..errors import DataflowError
-from ..progress import ProgressBatch, Refinement, timestamp_type
+from ..progress import Refinement, timestamp_type
 
 __all__ = ["Worker", "Computation", "Dataflow", "WorkerStatistics"]
 
@@ -37,9 +37,10 @@ class WorkerStatistics(NamedTuple):
 class Computation:
     """The workers of one process: their mailboxes, and the first failure among them."""
 
-    def __init__(self, peers: int) -> None:
+    def __init__(self, peers: int, *, fabric: Any = None, distributed: bool = False) -> None:
         self.peers = peers
-        self.fabric = LocalFabric(peers)
+        self.fabric = fabric if fabric is not None else LocalFabric(peers)
+        self.distributed = distributed
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
 
@@ -53,8 +54,8 @@ class Computation:
     def check_stuck(self) -> None:
         """If every worker waits for completion and none can move, fail with what blocks them."""
         workers = self.workers
-        if not workers or any(not w._idle_for_good() for w in workers):
-            return
+        if self.distributed or not workers or any(not w._idle_for_good() for w in workers):
+            return  # (other processes could still wake these workers)
         blocked = [line for w in workers for line in w._blockers()]
         if not blocked:
             return  # every worker is complete
@@ -172,12 +173,6 @@ class Worker:
         else:
             loop.call_soon_threadsafe(fn, *args)
 
-    def broadcast_progress(self, path: tuple[int, ...], batch: ProgressBatch) -> None:
-        """Send a scope's progress batch to every worker, this one included, in order."""
-        channel = ("progress", path)
-        for w in range(self.peers):
-            self.fabric.mailbox(channel, w).push(batch)
-
     # -- running ----------------------------------------------------------------------
 
     def _start_scheduler(self) -> None:
@@ -189,10 +184,12 @@ class Worker:
 
     async def _run(self) -> None:
         computation = self.computation
+        fabric = self.fabric
         loop = self._loop
         try:
             while computation.error is None:
                 if not self._active:
+                    fabric.resume_reading()
                     self._release(self._step_waiters)
                     if not self._dataflows:
                         self._release(self._done_waiters)
@@ -208,6 +205,9 @@ class Worker:
                     continue
                 self._round()
                 self._release(self._step_waiters)
+                if fabric.congested():  # the network is behind: let it drain before producing more
+                    await fabric.wait_writable()
+                fabric.resume_reading()
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise

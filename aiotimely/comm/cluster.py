@@ -1,0 +1,460 @@
+"""The TCP cluster: one connection between every two processes, on asyncio.
+
+Each process listens on its address and dials every process with a lower index
+(retrying while they start), so every pair shares exactly one connection. After
+the handshake (:mod:`.handshake`), frames (:mod:`.framing`) flow both ways: record
+batches for one worker, and progress batches for every worker of the receiving
+process. One TCP connection per pair keeps each worker's progress batches in the
+order they were sent, which progress tracking needs; data shares it.
+
+Back-pressure: sends are buffered by the transport up to a high-water mark; past
+it the fabric reports itself congested and the workers pause their rounds until
+the peer has read. On the receiving side, reading pauses while a worker's mailbox
+holds many unprocessed batches.
+
+A peer that closes its connection without saying goodbye, or reports a failure,
+fails the whole computation with an error naming it. A connection that fails the
+handshake is logged and closed; the cluster goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Hashable
+
+from ..errors import ClusterError
+from ..progress.batch import ProgressBatch
+from .codec import CodecError, RecordCodec
+from .framing import ALL, Frame, FrameDecoder, FrameError, Kind, encode_frame
+from .handshake import Acceptor, Dialer, HandshakeError
+from .local import LocalFabric, Mailbox
+
+__all__ = ["Cluster", "ClusterFabric", "parse_address"]
+
+log = logging.getLogger("aiotimely.cluster")
+
+HIGH_WATER = 4 * 1024 * 1024
+LOW_WATER = 1024 * 1024
+MAILBOX_HIGH = 4096     # batches waiting in one mailbox before reading pauses
+HANDSHAKE_TIMEOUT = 5.0
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ClusterError(f"address {address!r} is not host:port")
+    return host or "127.0.0.1", int(port)
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection: the handshake, then frames to and from one peer process."""
+
+    def __init__(self, cluster: Cluster, dialer: Dialer | None = None) -> None:
+        self.cluster = cluster
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.dialer = dialer
+        self.acceptor: Acceptor | None = None
+        self.peer: int | None = dialer.expect if dialer else None
+        self.established = False
+        self.said_bye = False
+        self.writable = asyncio.get_running_loop().create_future()
+        self.writable.set_result(None)
+        self.ready = asyncio.get_running_loop().create_future()
+        self._timeout: asyncio.TimerHandle | None = None
+
+    # -- asyncio callbacks --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)  # type: ignore[attr-defined]
+        self._timeout = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
+        if self.dialer is not None:
+            transport.write(self.dialer.start())  # type: ignore[attr-defined]
+        else:
+            cluster = self.cluster
+            self.acceptor = Acceptor(cluster.secret, cluster.processes, cluster.index, cluster._may_dial_in)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            self._reject(f"malformed frames: {e}")
+            return
+        for frame in frames:
+            if not self.established:
+                if not self._handshake(frame):
+                    return
+                continue
+            self.cluster._on_frame(self, frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+        if not self.ready.done():
+            self.ready.set_exception(ClusterError(f"connection to process {self.peer} closed during the handshake"))
+            self.ready.exception()  # looked at: no "never retrieved" warning
+        if not self.writable.done():
+            self.writable.set_result(None)
+        if self.established:
+            self.cluster._on_lost(self, exc)
+
+    def pause_writing(self) -> None:
+        self.writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if not self.writable.done():
+            self.writable.set_result(None)
+
+    # -- handshake --------------------------------------------------------------
+
+    def _handshake(self, frame: Frame) -> bool:
+        try:
+            if self.dialer is not None:
+                reply = self.dialer.receive(frame)
+                done = self.dialer.done
+            else:
+                reply = self.acceptor.receive(frame)
+                done = self.acceptor.done
+                self.peer = self.acceptor.peer
+        except HandshakeError as e:
+            self._reject(f"handshake failed: {e}")
+            return False
+        if reply:
+            self.transport.write(reply)
+        if done:
+            self.established = True
+            if self._timeout is not None:
+                self._timeout.cancel()
+            self.cluster._on_established(self)
+            if not self.ready.done():
+                self.ready.set_result(None)
+        return True
+
+    def _handshake_timeout(self) -> None:
+        if not self.established:
+            self._reject(f"no handshake within {HANDSHAKE_TIMEOUT:g} s")
+
+    def _reject(self, why: str) -> None:
+        peername = self.transport.get_extra_info("peername") if self.transport else None
+        if self.established:
+            self.cluster._fail(ClusterError(f"process {self.peer} sent {why}"))
+        else:
+            if self.dialer is not None:
+                log.warning("aiotimely process %d: connecting to process %d failed: %s",
+                            self.cluster.index, self.dialer.expect, why)
+            else:
+                log.warning("aiotimely process %d refused a connection from %s: %s",
+                            self.cluster.index, peername, why)
+            if not self.ready.done():
+                self.ready.set_exception(ClusterError(why))
+                self.ready.exception()
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- sending ----------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    def congested(self) -> bool:
+        return not self.writable.done()
+
+
+class Cluster:
+    """This process's place in a computation of ``processes`` processes with ``workers`` workers each."""
+
+    def __init__(
+        self,
+        addresses: list[str],
+        index: int,
+        workers: int,
+        secret: bytes,
+        *,
+        allow_pickle: bool = False,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        self.addresses = [parse_address(a) for a in addresses]
+        self.processes = len(addresses)
+        if not 0 <= index < self.processes:
+            raise ClusterError(f"process index {index} is not in 0..{self.processes - 1}")
+        if not secret:
+            raise ClusterError("a cluster needs a shared secret: pass secret=... or set AIOTIMELY_SECRET")
+        self.index = index
+        self.workers = workers
+        self.secret = secret
+        self.connect_timeout = connect_timeout
+        self.codec = RecordCodec(allow_pickle=allow_pickle)
+        self.fabric = ClusterFabric(self)
+        self.connections: dict[int, _Connection] = {}
+        self.on_failure: Callable[[BaseException], None] | None = None
+        self.error: BaseException | None = None
+        self._server: asyncio.Server | None = None
+        self._byes: set[int] = set()
+        self._bye_waiter: asyncio.Future | None = None
+        self._closing = False
+
+    def process_of(self, worker: int) -> int:
+        return worker // self.workers
+
+    # -- starting ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen, dial the processes before this one, and wait until every peer is connected."""
+        loop = asyncio.get_running_loop()
+        host, port = self.addresses[self.index]
+        try:
+            self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+        except OSError as e:
+            raise ClusterError(f"process {self.index} cannot listen on {host}:{port}: {e}") from None
+        self._all_connected = loop.create_future()
+        if self.processes == 1:
+            self._all_connected.set_result(None)
+        dials = [asyncio.ensure_future(self._dial(peer)) for peer in range(self.index)]
+        try:
+            await asyncio.wait_for(asyncio.shield(self._all_connected), self.connect_timeout)
+        except asyncio.TimeoutError:
+            missing = sorted(set(range(self.processes)) - set(self.connections) - {self.index})
+            where = ", ".join(f"{p} at {self.addresses[p][0]}:{self.addresses[p][1]}" for p in missing)
+            raise ClusterError(f"process {self.index} could not reach process(es) {where} "
+                               f"within {self.connect_timeout:g} s") from None
+        finally:
+            for dial in dials:
+                dial.cancel()
+
+    async def _dial(self, peer: int) -> None:
+        loop = asyncio.get_running_loop()
+        host, port = self.addresses[peer]
+        delay = 0.02
+        while peer not in self.connections:
+            try:
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(self, Dialer(self.secret, self.processes, self.index, peer)), host, port)
+                await conn.ready
+                return
+            except (OSError, ClusterError) as e:
+                log.debug("process %d dialing process %d: %s; retrying", self.index, peer, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _may_dial_in(self, peer: int) -> bool:
+        return peer > self.index and peer not in self.connections and not self._closing
+
+    def _on_established(self, conn: _Connection) -> None:
+        self.connections[conn.peer] = conn
+        log.debug("process %d connected to process %d", self.index, conn.peer)
+        if len(self.connections) == self.processes - 1 and not self._all_connected.done():
+            self._all_connected.set_result(None)
+
+    # -- frames in --------------------------------------------------------------
+
+    def _on_frame(self, conn: _Connection, frame: Frame) -> None:
+        kind = frame.kind
+        try:
+            if kind is Kind.DATA or kind is Kind.PROGRESS:
+                self.fabric.deliver(conn, frame)
+            elif kind is Kind.BYE:
+                conn.said_bye = True
+                self._byes.add(conn.peer)
+                self._check_byes()
+            elif kind is Kind.ERROR:
+                message = frame.payload.decode("utf-8", "replace")
+                self._fail(ClusterError(f"process {conn.peer} failed: {message}"))
+            else:
+                raise ClusterError(f"unexpected {kind.name} frame")
+        except (CodecError, ValueError, TypeError, ClusterError) as e:
+            conn._reject(f"a bad {kind.name} frame ({e})")
+
+    def _on_lost(self, conn: _Connection, exc: Exception | None) -> None:
+        if self.connections.get(conn.peer) is conn:
+            del self.connections[conn.peer]
+        if conn.said_bye or self._closing:
+            return
+        host, port = self.addresses[conn.peer]
+        reason = f": {exc}" if exc else ""
+        self._fail(ClusterError(f"process {conn.peer} ({host}:{port}) closed its connection before finishing"
+                                f"{reason}; it probably died"))
+
+    def _fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+            if self.on_failure is not None:
+                self.on_failure(error)
+        if self._bye_waiter is not None and not self._bye_waiter.done():
+            self._bye_waiter.set_exception(error)
+
+    # -- frames out -------------------------------------------------------------
+
+    def send(self, process: int, data: bytes) -> None:
+        conn = self.connections.get(process)
+        if conn is None:
+            if self.error is None and not self._closing:
+                self._fail(ClusterError(f"process {process} is not connected"))
+            return
+        conn.send(data)
+
+    def congested(self) -> bool:
+        return any(c.congested() for c in self.connections.values())
+
+    async def wait_writable(self) -> None:
+        while self.error is None:
+            waiting = [c.writable for c in self.connections.values() if not c.writable.done()]
+            if not waiting:
+                return
+            await asyncio.wait(waiting)
+
+    # -- ending ----------------------------------------------------------------
+
+    async def finish(self) -> None:
+        """This process is done: say goodbye, wait for every peer's goodbye, and close."""
+        for conn in list(self.connections.values()):
+            conn.send(encode_frame(Kind.BYE))
+        self._bye_waiter = asyncio.get_running_loop().create_future()
+        self._check_byes()
+        if self.error is not None:
+            raise self.error
+        try:
+            await self._bye_waiter
+        finally:
+            await self.close()
+
+    def _check_byes(self) -> None:
+        waiter = self._bye_waiter
+        if waiter is not None and not waiter.done() and len(self._byes) >= self.processes - 1:
+            waiter.set_result(None)
+
+    def abort(self, error: BaseException) -> None:
+        """This process failed: tell every peer why, and close."""
+        message = str(error).encode("utf-8", "replace")[:65536]
+        for conn in list(self.connections.values()):
+            conn.send(encode_frame(Kind.ERROR, message))
+
+    async def close(self) -> None:
+        self._closing = True
+        for conn in list(self.connections.values()):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        await asyncio.sleep(0)
+
+
+class _RemoteMailbox:
+    """A worker's mailbox in another process: pushing sends a frame there."""
+
+    __slots__ = ("_fabric", "_channel", "_target", "_source", "_process")
+
+    def __init__(self, fabric: ClusterFabric, channel: tuple[int, int], target: int, source: int) -> None:
+        self._fabric = fabric
+        self._channel = channel
+        self._target = target
+        self._source = source
+        self._process = fabric.cluster.process_of(target)
+
+    def push(self, item: tuple[Any, list]) -> None:
+        fabric = self._fabric
+        time, batch = item
+        ttype = fabric._ttypes[self._channel]
+        payload = fabric.cluster.codec.pack((ttype.encode(time), batch))
+        fabric.cluster.send(self._process, encode_frame(
+            Kind.DATA, payload, source=self._source, target=self._target,
+            dataflow=self._channel[0], channel=self._channel[1]))
+
+    def listen(self, listener: Callable[[], None]) -> None:  # pragma: no cover - never the receiver
+        raise ClusterError("a remote mailbox has no local listener")
+
+
+class ClusterFabric(LocalFabric):
+    """Mailboxes for this process's workers, and senders for the other processes' workers."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(cluster.processes * cluster.workers)
+        self.cluster = cluster
+        self.first = cluster.index * cluster.workers
+        self.local = range(self.first, self.first + cluster.workers)
+        self._ttypes: dict[Hashable, Any] = {}
+        self._waiting: dict[Hashable, list[tuple[_Connection, Frame]]] = {}
+        self._remote: dict[tuple[Hashable, int, int], _RemoteMailbox] = {}
+        self._full: list[tuple[Mailbox, _Connection]] = []
+
+    def mailbox(self, channel: Hashable, worker: int) -> Any:
+        if worker in self.local:
+            return super().mailbox(channel, worker)
+        return self._remote_box(channel, worker, 0xFFFFFFFF)
+
+    def mailboxes(self, channel: Hashable, source: int = 0xFFFFFFFF) -> list[Any]:
+        return [super(ClusterFabric, self).mailbox(channel, w) if w in self.local
+                else self._remote_box(channel, w, source) for w in range(self.peers)]
+
+    def _remote_box(self, channel: Hashable, worker: int, source: int) -> _RemoteMailbox:
+        key = (channel, worker, source)
+        box = self._remote.get(key)
+        if box is None:
+            box = self._remote[key] = _RemoteMailbox(self, channel, worker, source)
+        return box
+
+    def broadcast(self, channel: Hashable, item: Any) -> None:
+        for w in self.local:
+            super().mailbox(channel, w).push(item)
+        cluster = self.cluster
+        if cluster.processes > 1:
+            payload = item.encode(self._ttypes[channel])
+            frame = encode_frame(Kind.PROGRESS, payload, source=item.sender, target=ALL,
+                                 dataflow=channel[0], channel=channel[1])
+            for process in range(cluster.processes):
+                if process != cluster.index:
+                    cluster.send(process, frame)
+
+    def register(self, channel: Hashable, ttype: Any) -> None:
+        self._ttypes[channel] = ttype
+        for conn, frame in self._waiting.pop(channel, ()):
+            try:
+                self._deliver(conn, frame, ttype)
+            except (CodecError, ValueError, TypeError, ClusterError) as e:
+                conn._reject(f"a bad {frame.kind.name} frame ({e})")
+
+    def deliver(self, conn: _Connection, frame: Frame) -> None:
+        """A DATA or PROGRESS frame from a peer: decode it into the right mailbox(es)."""
+        channel = (frame.dataflow, frame.channel)
+        ttype = self._ttypes.get(channel)
+        if ttype is None:  # this process has not built that dataflow yet
+            self._waiting.setdefault(channel, []).append((conn, frame))
+            return
+        self._deliver(conn, frame, ttype)
+
+    def _deliver(self, conn: _Connection, frame: Frame, ttype: Any) -> None:
+        channel = (frame.dataflow, frame.channel)
+        if frame.kind is Kind.PROGRESS:
+            batch = ProgressBatch.decode(frame.payload, ttype)
+            for w in self.local:
+                super().mailbox(channel, w).push(batch)
+            return
+        if frame.target not in self.local:
+            raise ClusterError(f"a data frame for worker {frame.target}, which is not in this process")
+        time, records = self.cluster.codec.unpack(frame.payload)
+        box = super().mailbox(channel, frame.target)
+        box.push((ttype.decode(time), list(records)))
+        if len(box.queue) > MAILBOX_HIGH and conn.transport is not None:
+            conn.transport.pause_reading()
+            self._full.append((box, conn))
+
+    def congested(self) -> bool:
+        return self.cluster.congested()
+
+    async def wait_writable(self) -> None:
+        await self.cluster.wait_writable()
+
+    def resume_reading(self) -> None:
+        if self._full:
+            still = []
+            for box, conn in self._full:
+                if len(box.queue) > MAILBOX_HIGH // 2:
+                    still.append((box, conn))
+                elif conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.resume_reading()
+            self._full = still
