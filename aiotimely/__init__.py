@@ -5,6 +5,7 @@ The public names of the API (see docs/): run computations with :func:`execute` o
 with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 """
 
+from .comm.codec import register_type as register_type
 from .comm.routing import route as route
 from .dataflow import Activator as Activator
 from .dataflow import Capability as Capability
@@ -47,5 +48,5 @@ __all__ = [
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest", "FrontierNotificator", "GraphError",
     "InputHandle", "Messages", "MutableAntichain", "Notificator", "PathSummary", "ProbeHandle", "Product",
     "Progress", "ProgressError", "Scope", "Stream", "Timestamp", "Worker", "concatenate", "execute",
-    "execute_async", "execute_from_args", "replay", "route", "source", "to_stream",
+    "execute_async", "execute_from_args", "register_type", "replay", "route", "source", "to_stream",
 ]

@@ -26,7 +26,7 @@ from typing import Any, Callable, Hashable
 from ..errors import ClusterError
 from ..progress.batch import ProgressBatch
 from .codec import CodecError, RecordCodec
-from .framing import ALL, Frame, FrameDecoder, FrameError, Kind, encode_frame
+from .framing import ALL, MAX_FRAME, Frame, FrameDecoder, FrameError, Kind, encode_frame
 from .handshake import Acceptor, Dialer, HandshakeError
 from .local import LocalFabric, Mailbox
 
@@ -38,6 +38,7 @@ HIGH_WATER = 4 * 1024 * 1024
 LOW_WATER = 1024 * 1024
 MAILBOX_HIGH = 4096     # batches waiting in one mailbox before reading pauses
 HANDSHAKE_TIMEOUT = 5.0
+HANDSHAKE_MAX_FRAME = 4096  # nobody unauthenticated gets to make us buffer more than this
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -52,7 +53,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, cluster: Cluster, dialer: Dialer | None = None) -> None:
         self.cluster = cluster
-        self.decoder = FrameDecoder()
+        self.decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
         self.transport: asyncio.Transport | None = None
         self.dialer = dialer
         self.acceptor: Acceptor | None = None
@@ -125,6 +126,7 @@ class _Connection(asyncio.Protocol):
             self.transport.write(reply)
         if done:
             self.established = True
+            self.decoder.limit(MAX_FRAME)
             if self._timeout is not None:
                 self._timeout.cancel()
             self.cluster._on_established(self)

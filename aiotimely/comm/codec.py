@@ -49,18 +49,22 @@ class RecordCodec:
         self.allow_pickle = allow_pickle
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
 
+    def _nested(self, value: Any) -> bytes:
+        # A fresh packer: the shared one is in the middle of packing the enclosing value.
+        return msgpack.packb(value, default=self._default, use_bin_type=True)
+
     def _default(self, obj: Any) -> msgpack.ExtType:
         kind = type(obj)
         registered = _by_class.get(kind)
         if registered is not None:
             name, to_tuple = registered
-            return msgpack.ExtType(_EXT_REGISTERED, self.pack((name, to_tuple(obj))))
+            return msgpack.ExtType(_EXT_REGISTERED, self._nested((name, to_tuple(obj))))
         if kind is Product:
-            return msgpack.ExtType(_EXT_PRODUCT, self.pack(tuple(obj)))
+            return msgpack.ExtType(_EXT_PRODUCT, self._nested(tuple(obj)))
         if kind is set:
-            return msgpack.ExtType(_EXT_SET, self.pack(tuple(obj)))
+            return msgpack.ExtType(_EXT_SET, self._nested(tuple(obj)))
         if kind is frozenset:
-            return msgpack.ExtType(_EXT_FROZENSET, self.pack(tuple(obj)))
+            return msgpack.ExtType(_EXT_FROZENSET, self._nested(tuple(obj)))
         if self.allow_pickle:
             return msgpack.ExtType(_EXT_PICKLE, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         raise CodecError(

@@ -92,6 +92,10 @@ class FrameDecoder:
             del buffer[:offset]
         return frames
 
+    def limit(self, max_frame: int) -> None:
+        """Accept frames up to ``max_frame`` bytes from now on."""
+        self._max = max_frame
+
     def pending(self) -> int:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buffer)

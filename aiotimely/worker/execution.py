@@ -4,7 +4,7 @@ All the workers of one process share one event loop. Python runs one thread of
 bytecode at a time, so threads would add locking and hand-off costs without adding
 parallelism; on one loop, records pass between workers by reference, without
 locks or copies, and the workers take turns round by round. Parallelism comes from
-processes (``processes=N``).
+processes (``processes=N``), which talk over TCP (:mod:`aiotimely.comm.cluster`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def execute(
     loop: str = "auto",
     secret: str | bytes | None = None,
     pickle: bool = False,
-    connect_timeout: float = 30.0,
+    connect_timeout: float | None = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -44,7 +44,9 @@ def execute(
 
     With ``processes=N``, this is process ``process`` of N, and ``addresses`` lists
     every process's ``host:port`` (default ``127.0.0.1:2101``, ``:2102``, ...). All of
-    them authenticate with a shared ``secret`` (or ``AIOTIMELY_SECRET``). Records of
+    them authenticate with a shared ``secret`` (or ``AIOTIMELY_SECRET``), and wait up
+    to ``connect_timeout`` seconds (or ``AIOTIMELY_CONNECT_TIMEOUT``, default 30) for
+    each other. Records of
     classes other than the msgpack basics cross processes once registered with
     :func:`aiotimely.register_type`, or, if ``pickle=True``, pickled.
     ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
@@ -63,7 +65,7 @@ async def execute_async(
     *,
     secret: str | bytes | None = None,
     pickle: bool = False,
-    connect_timeout: float = 30.0,
+    connect_timeout: float | None = None,
 ) -> list[Any]:
     """:func:`execute` on the running event loop."""
     if workers < 1:
@@ -76,6 +78,8 @@ async def execute_async(
         if len(addresses) != processes:
             raise ClusterError(f"{len(addresses)} addresses for {processes} processes")
         key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
+        if connect_timeout is None:
+            connect_timeout = float(os.environ.get("AIOTIMELY_CONNECT_TIMEOUT", "30"))
         cluster = Cluster(addresses, process, workers, key.encode() if isinstance(key, str) else key,
                           allow_pickle=pickle, connect_timeout=connect_timeout)
         await cluster.start()

@@ -1,0 +1,85 @@
+"""Build functions run by the cluster tests in real processes (``aiotimely run programs.py:NAME``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import aiotimely as at
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+import collatz  # noqa: E402
+import wordcount  # noqa: E402
+
+TEXT = "\n".join(" ".join(f"w{(i * 7 + j * 3) % 23}" for j in range(40)) for i in range(30))
+
+
+def say(*parts) -> None:
+    print(*parts, flush=True)
+
+
+async def wordcounts(worker):
+    """The book's word count over TEXT; prints the final count of each word this worker owns."""
+    results = await wordcount.build(worker, text=TEXT)
+    final = {}
+    for _t, (word, count) in sorted(results):
+        final[word] = max(final.get(word, 0), count)
+    for word, count in sorted(final.items()):
+        say(f"count {word} {count}")
+
+
+async def collatz_steps(worker):
+    result = collatz.build(worker, limit=60)
+    await worker.step_until_done()
+    for n, steps in result["steps"].items():
+        say(f"steps {n} {steps}")
+
+
+class Point:
+    """A record type that msgpack does not know: registered below, in every process."""
+
+    def __init__(self, x: int, y: int) -> None:
+        self.x, self.y = x, y
+
+
+at.register_type(Point, lambda p: (p.x, p.y), lambda t: Point(*t))
+
+
+def points(worker):
+    def make(scope):
+        mine = [Point(i, i * i) for i in range(40) if i % worker.peers == worker.index]
+        return at.to_stream(mine, scope).exchange(lambda p: p.x % 3).inspect(
+            lambda p: say(f"point {p.x} {p.y} on {worker.index} of {type(p).__name__}"))
+
+    worker.dataflow(make)
+
+
+async def slow_ticks(worker):
+    """Ticks for a long time, so that tests can kill or poke a process meanwhile."""
+    inp = at.InputHandle()
+    probe = worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: x).probe())
+    say(f"started {worker.index}")
+    for t in range(int(os.environ.get("TICKS", "400"))):
+        inp.send(t)
+        inp.advance_to(t + 1)
+        await probe.wait_beyond(t)
+        await asyncio.sleep(0.01)
+    say(f"finished {worker.index} at {probe.frontier}")
+
+
+def failing(worker):
+    inp = at.InputHandle()
+    worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: x).map(lambda x: 1 // (x - 5)), name="fragile")
+    if worker.index == 0:
+        for t in range(10):
+            inp.send(t)
+            inp.advance_to(t + 1)
+
+
+class Unregistered:
+    pass
+
+
+def unregistered(worker):
+    worker.dataflow(lambda s: at.to_stream([Unregistered()] if worker.index == 0 else [], s).exchange(lambda r: 1))
