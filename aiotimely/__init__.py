@@ -6,6 +6,8 @@ with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 """
 
 from .comm.codec import register_type as register_type
+from .comm.events import EventReader as EventReader
+from .comm.events import EventWriter as EventWriter
 from .comm.routing import route as route
 from .dataflow import Activator as Activator
 from .dataflow import Capability as Capability
@@ -45,7 +47,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
-    "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest", "FrontierNotificator", "GraphError",
+    "ChangeBatch", "ClusterError", "DataflowError", "EventReader", "EventWriter", "FrontierInterest", "FrontierNotificator", "GraphError",
     "InputHandle", "Messages", "MutableAntichain", "Notificator", "PathSummary", "ProbeHandle", "Product",
     "Progress", "ProgressError", "Scope", "Stream", "Timestamp", "Worker", "concatenate", "execute",
     "execute_async", "execute_from_args", "register_type", "replay", "route", "source", "to_stream",

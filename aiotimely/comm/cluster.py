@@ -94,6 +94,9 @@ class _Connection(asyncio.Protocol):
         if self._timeout is not None:
             self._timeout.cancel()
         if not self.ready.done():
+            if self.acceptor is not None and self.acceptor.peer is not None:
+                log.warning("aiotimely process %d refused a connection from process %d: it left during the "
+                            "handshake (it may not know the shared secret)", self.cluster.index, self.acceptor.peer)
             self.ready.set_exception(ClusterError(f"connection to process {self.peer} closed during the handshake"))
             self.ready.exception()  # looked at: no "never retrieved" warning
         if not self.writable.done():

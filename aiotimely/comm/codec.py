@@ -1,6 +1,6 @@
 """How records cross process boundaries: msgpack, with a few extension types.
 
-Built-in: ``None``, ``bool``, ``int`` (64-bit), ``float``, ``str``, ``bytes``,
+Built-in: ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``,
 ``dict``, tuples and lists (both arrive as **tuples**: msgpack has one array type,
 and tuples are what records usually are), plus ``set``, ``frozenset`` and
 :class:`~aiotimely.progress.Product` as extension types. Other classes cross once
@@ -25,6 +25,7 @@ _EXT_PRODUCT = 2
 _EXT_SET = 3
 _EXT_FROZENSET = 4
 _EXT_PICKLE = 5
+_EXT_BIGINT = 6
 
 _by_class: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 _by_name: dict[str, Callable[[Any], Any]] = {}
@@ -65,6 +66,8 @@ class RecordCodec:
             return msgpack.ExtType(_EXT_SET, self._nested(tuple(obj)))
         if kind is frozenset:
             return msgpack.ExtType(_EXT_FROZENSET, self._nested(tuple(obj)))
+        if kind is int:  # beyond msgpack's 64 bits
+            return msgpack.ExtType(_EXT_BIGINT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True))
         if self.allow_pickle:
             return msgpack.ExtType(_EXT_PICKLE, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         raise CodecError(
@@ -87,6 +90,8 @@ class RecordCodec:
             return set(self.unpack(data))
         if code == _EXT_FROZENSET:
             return frozenset(self.unpack(data))
+        if code == _EXT_BIGINT:
+            return int.from_bytes(data, "big", signed=True)
         if code == _EXT_PICKLE:
             if not self.allow_pickle:
                 raise CodecError("received a pickled record, but this computation does not allow pickle")

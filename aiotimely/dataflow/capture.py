@@ -1,15 +1,21 @@
 """Capture a stream's history (records and frontier changes) and replay it into another dataflow.
 
-A captured stream is a list of events: ``Messages(time, records)`` and
+A captured stream is a sequence of events: ``Messages(time, records)`` and
 ``Progress(changes)``, the changes of the stream's frontier starting from
 ``{minimum}``. Replaying the events of one or more captures reproduces the stream,
 records and frontier both, in any dataflow — on another worker count, later, or
-after the events crossed a network.
+live, while the events still arrive over a network
+(:class:`aiotimely.comm.events.EventWriter` / ``EventReader``).
+
+An event sink is anything with ``push(event)`` (and, optionally, ``close()``,
+called once the captured stream is complete). An event source for ``replay`` is a
+:class:`Captured`: its ``events`` list, ``closed`` once complete, and a listener
+called when events arrive.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Union
 
 from ..progress import ChangeBatch, FrontierInterest
 from .operator import OperatorRuntime
@@ -19,7 +25,7 @@ if TYPE_CHECKING:
     from .scope import Scope
     from .stream import Stream
 
-__all__ = ["Progress", "Messages", "Event", "Captured", "capture", "replay"]
+__all__ = ["Progress", "Messages", "Event", "Captured", "capture", "capture_into", "replay"]
 
 
 class Progress(NamedTuple):
@@ -39,10 +45,32 @@ Event = Union[Progress, Messages]
 
 
 class Captured:
-    """The events one worker captured from a stream."""
+    """The events one worker captured from a stream (or received for replay), in order.
 
-    def __init__(self, events: Iterable[Event] = ()) -> None:
+    ``encoded`` means the times are still in wire form (from another process); the
+    replaying dataflow decodes them with its own timestamp type.
+    """
+
+    def __init__(self, events: Iterable[Event] = (), *, closed: bool = True, encoded: bool = False) -> None:
         self.events: list[Event] = list(events)
+        self.closed = closed
+        self.encoded = encoded
+        self.error: BaseException | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def push(self, event: Event) -> None:
+        self.events.append(event)
+        for listener in self._listeners:
+            listener()
+
+    def close(self) -> None:
+        self.closed = True
+        for listener in self._listeners:
+            listener()
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever an event arrives or the stream closes."""
+        self._listeners.append(listener)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events)
@@ -67,25 +95,35 @@ class Captured:
         return result
 
     def __repr__(self) -> str:
-        return f"Captured({len(self.events)} events)"
+        return f"Captured({len(self.events)} events{'' if self.closed else ', open'})"
 
 
 def capture(stream: Stream) -> Captured:
-    captured = Captured()
+    captured = Captured(closed=False)
+    capture_into(stream, captured)
+    return captured
+
+
+def capture_into(stream: Stream, sink: Any) -> None:
+    """Push the stream's events to ``sink`` (``sink.push(event)``) as they happen; ``sink.close()`` at the end."""
     op = OperatorRuntime(stream.scope, "Capture", 1, 0, interest=FrontierInterest.ALWAYS)
     op.connect(0, stream)
     op.frontier_changes = [[]]
     queue = op.mailboxes[0].queue
     consumed = op.progress.shared.consumeds[0]
-    events = captured.events
+    push = sink.push if hasattr(sink, "push") else sink
+    attach = getattr(sink, "attach", None)
+    if attach is not None:
+        attach(op.ttype)
     first = [True]
     minimum = op.ttype.minimum
+    inp = op.inputs[0]
 
     def run() -> None:
         while queue:
             time, batch = queue.popleft()
             consumed.update(time, len(batch))
-            events.append(Messages(time, batch))
+            push(Messages(time, batch))
         changes = op.frontier_changes[0]
         if first[0]:
             first[0] = False
@@ -94,48 +132,64 @@ def capture(stream: Stream) -> Captured:
             op.frontier_changes[0] = []
             net = ChangeBatch(changes).drain()
             if net:
-                events.append(Progress(net))
+                push(Progress(net))
+        if inp.is_complete() and hasattr(sink, "close"):
+            sink.close()
 
     op.run_function(run)
-    return captured
 
 
-def _streams_of(events: Any) -> list[list[Event]]:
+def _streams_of(events: Any) -> list[Captured]:
     if isinstance(events, Captured):
-        return [events.events]
+        return [events]
     events = list(events)
     if events and all(isinstance(e, (Captured, list, tuple)) and not isinstance(e, (Progress, Messages))
                       for e in events):
-        return [list(e) for e in events]
-    return [events]
+        return [e if isinstance(e, Captured) else Captured(e) for e in events]
+    return [Captured(events)]
 
 
-def replay(events: Any, scope: Scope) -> Stream:
+def replay(events: Any, scope: Scope, *, shared: bool = True) -> Stream:
     """A stream replaying captured events: one capture, its event list, or a list of several.
 
-    With several workers, worker ``i`` replays the captures ``i, i + peers, ...``.
+    With ``shared`` (the default) every worker is given the same captures and
+    worker ``i`` replays captures ``i, i + peers, ...``; otherwise the captures
+    given are this worker's own. Captures still open (arriving over a network) are
+    replayed as their events arrive.
     """
     streams = _streams_of(events)
     worker = scope.worker
-    mine = streams[worker.index::worker.peers]
+    mine = streams[worker.index::worker.peers] if shared else streams
     op = OperatorRuntime(scope, "Replay", 0, 1)   # holds this worker's initial capability at the minimum
     out = op.outputs[0]
-    minimum = op.ttype.minimum
+    ttype = op.ttype
+    minimum = ttype.minimum
+    positions = [0] * len(mine)
     started = [False]
+    if any(not s.closed for s in mine):
+        activator = op.activator()
+        for s in mine:
+            s.listen(activator.activate)
 
     def run() -> None:
-        if started[0]:
-            return
-        started[0] = True
-        if len(mine) != 1:
-            op._capability_changed(0, minimum, len(mine) - 1)
-        for stream_events in mine:
-            for event in stream_events:
+        if not started[0]:
+            started[0] = True
+            if len(mine) != 1:
+                op._capability_changed(0, minimum, len(mine) - 1)
+        for i, stream in enumerate(mine):
+            if stream.error is not None:
+                raise stream.error
+            events = stream.events
+            decode = ttype.decode if stream.encoded else None
+            while positions[i] < len(events):
+                event = events[positions[i]]
+                positions[i] += 1
                 if type(event) is Progress:
                     for time, diff in event.changes:
-                        op._capability_changed(0, time, diff)
+                        op._capability_changed(0, decode(time) if decode else time, diff)
                 else:
-                    out.push(event.time, list(event.records))
+                    time = decode(event.time) if decode else event.time
+                    out.push(time, list(event.records))
 
     op.run_function(run, keep_capabilities=True)
     return output_stream(op)

@@ -137,6 +137,10 @@ class Stream:
         """Record this stream's records and frontier changes (on this worker), for ``replay``."""
         return _capture.capture(self)
 
+    def capture_into(self, sink: Any) -> None:
+        """Push this stream's events to ``sink`` as they happen (an ``EventWriter``, a ``Captured``, ...)."""
+        _capture.capture_into(self, sink)
+
     # -- user logic ---------------------------------------------------------------------
 
     def unary(self, logic=None, *, exchange=None, name: str | None = None, interest=NEVER):

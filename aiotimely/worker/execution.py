@@ -115,8 +115,8 @@ async def execute_async(
             await cluster.finish()
         return list(outcomes)
     except BaseException as error:
-        if cluster is not None and cluster.error is None:
-            cluster.abort(error)
+        if cluster is not None:
+            cluster.abort(error)  # tell the peers still connected why this process stops
         raise
     finally:
         for worker in members:
