@@ -43,12 +43,13 @@ from .worker import execute as execute
 from .worker import execute_async as execute_async
 from .worker import execute_from_args as execute_from_args
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
-    "ChangeBatch", "ClusterError", "DataflowError", "EventReader", "EventWriter", "FrontierInterest", "FrontierNotificator", "GraphError",
-    "InputHandle", "Messages", "MutableAntichain", "Notificator", "PathSummary", "ProbeHandle", "Product",
-    "Progress", "ProgressError", "Scope", "Stream", "Timestamp", "Worker", "concatenate", "execute",
-    "execute_async", "execute_from_args", "register_type", "replay", "route", "source", "to_stream",
+    "ChangeBatch", "ClusterError", "DataflowError", "EventReader", "EventWriter", "FrontierInterest",
+    "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
+    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "Scope", "Stream", "Timestamp",
+    "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
+    "route", "source", "to_stream",
 ]

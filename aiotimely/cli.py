@@ -83,8 +83,8 @@ async def launch(commands: list[list[str]], env: dict[str, str]) -> int:
                                              env=env)
         for cmd in commands
     ]
-    forwarders = [asyncio.ensure_future(_forward(p.stdout, f"[process {i}] ", sys.stdout)) for i, p in enumerate(procs)]
-    forwarders += [asyncio.ensure_future(_forward(p.stderr, f"[process {i}] ", sys.stderr)) for i, p in enumerate(procs)]
+    forwarders = [asyncio.ensure_future(_forward(stream, f"[process {i}] ", sink))
+                  for i, p in enumerate(procs) for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr))]
     waits = {asyncio.ensure_future(p.wait()): i for i, p in enumerate(procs)}
     failed: list[tuple[int, int]] = []
     pending = set(waits)

@@ -3,7 +3,7 @@
 Side by side in one run: aiotimely (the book's per-word ``unary_frontier`` word
 count, and a batch-level one that counts each batch with ``Counter`` and emits the
 final counts when the input completes, as bytewax's ``count_final`` does) on 1 and
-2 workers in one process; bytewax 0.21.1 ``count_final`` on 1 and 2 workers; and
+2 workers in one process and on 2 processes of 1 worker; bytewax 0.21.1 ``count_final`` on 1 and 2 workers; and
 ``collections.Counter`` over the lines. Each timing is the in-process time of the
 work, median of several repeats; every variant's counts are checked equal.
 
@@ -13,9 +13,11 @@ work, median of several repeats; every variant's counts are checked equal.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -59,26 +61,63 @@ def _merge(acc: Counter | None, pairs: list) -> Counter:
     return acc
 
 
-def aiotimely_run(path: Path, workers: int, variant: str) -> tuple[float, dict[str, int]]:
+def wordcount_build(path: Path, variant: str):
+    """The build function: each worker counts its share of the corpus's lines."""
     def build(worker: at.Worker) -> dict[str, int]:
         with open(path) as f:
             lines = f.readlines()[worker.index::worker.peers]
         result: dict[str, int] = {}
         inp = at.InputHandle()
-        if variant == "book":
-            worker.dataflow(lambda s: book_wordcount(inp.to_stream(s)).inspect_batch(
-                lambda _t, wcs: result.update(wcs)))
-        else:
-            worker.dataflow(lambda s: final_wordcount(inp.to_stream(s)).inspect_batch(
-                lambda _t, wcs: result.update(wcs)))
+        count = book_wordcount if variant == "book" else final_wordcount
+        worker.dataflow(lambda s: count(inp.to_stream(s)).inspect_batch(lambda _t, wcs: result.update(wcs)))
         inp.send_batch(lines)
         return result
 
+    return build
+
+
+def aiotimely_run(path: Path, workers: int, variant: str) -> tuple[float, dict[str, int]]:
+    build = wordcount_build(path, variant)
     seconds, results = timed(lambda: at.execute(build, workers=workers, loop="uvloop" if have("uvloop") else "asyncio"))
     merged: dict[str, int] = {}
     for r in results:
         merged.update(r)
     return seconds, merged
+
+
+def aiotimely_processes(path: Path, processes: int, variant: str) -> tuple[float, dict[str, int]]:
+    """Each process prints its counts and its in-process time; the run takes as long as the slowest."""
+    from aiotimely.cli import free_ports
+
+    ports = free_ports(processes)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
+        hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
+    env = {**os.environ, "AIOTIMELY_SECRET": "bench"}
+    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.wordcount", "--worker", str(path), variant,
+                               "-n", str(processes), "-p", str(p), "--hostfile", hosts.name],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p in range(processes)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    os.unlink(hosts.name)
+    merged: dict[str, int] = {}
+    seconds = 0.0
+    for p, (out, err) in zip(procs, outs, strict=True):
+        if p.returncode != 0:
+            raise RuntimeError(err[-2000:])
+        report = json.loads(out.splitlines()[-1])
+        seconds = max(seconds, report["seconds"])
+        merged.update(report["counts"])
+    return seconds, merged
+
+
+def _worker_main(argv: list[str]) -> None:
+    path, variant, *timely = argv
+    build = wordcount_build(Path(path), variant)
+    seconds, results = timed(lambda: at.execute_from_args(build, timely))
+    merged: dict[str, int] = {}
+    for r in results:
+        merged.update(r)
+    print(json.dumps({"seconds": seconds, "counts": merged}))
 
 
 def counter_run(path: Path) -> tuple[float, dict[str, int]]:
@@ -104,6 +143,10 @@ def summary(counts: dict[str, int]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        _worker_main(argv[1:])
+        return {}
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the first 100 lines, one repeat, no bytewax")
     parser.add_argument("--repeats", type=int, default=3)
@@ -134,6 +177,10 @@ def main(argv: list[str] | None = None) -> dict:
                "Counter per time and worker, exchanged, summed")
         record(f"aiotimely book operator, {workers} worker(s)", lambda w=workers: aiotimely_run(path, w, "book"),
                exact, "one update per word")
+    record("aiotimely final counts, 2 processes", lambda: aiotimely_processes(path, 2, "final"), exact,
+           "1 worker each, over TCP")
+    record("aiotimely book operator, 2 processes", lambda: aiotimely_processes(path, 2, "book"), exact,
+           "1 worker each, over TCP")
     if have("bytewax") and not args.quick:
         for workers in (1, 2):
             record(f"bytewax count_final, {workers} worker(s)", lambda w=workers: bytewax_run(path, w),

@@ -25,7 +25,8 @@ class Cluster:
         secrets = secrets or ["cluster-test-secret"] * processes
         self.procs = []
         for p in range(processes):
-            full_env = {**os.environ, **(env or {}), "AIOTIMELY_SECRET": secrets[p], "AIOTIMELY_CONNECT_TIMEOUT": str(timeout)}
+            full_env = {**os.environ, **(env or {}), "AIOTIMELY_SECRET": secrets[p],
+                        "AIOTIMELY_CONNECT_TIMEOUT": str(timeout)}
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "aiotimely", "worker", target, "-w", str(workers), "-n", str(processes),
                  "-p", str(p), "--hostfile", str(hostfile)],
