@@ -32,3 +32,11 @@ def test_wordcount_benchmark_quick_run_checks_its_counts():
     results = wordcount.main(["--quick"])
     assert results["words"] == 100_000
     assert "aiotimely book operator, 2 worker(s)" in results["runs"]
+
+
+def test_exchange_benchmark_quick_run_moves_every_record():
+    from benchmarks import exchange
+
+    results = exchange.main(["--quick"])
+    assert results["records"] == 100_000
+    assert any(name.startswith("aiotimely") for name in results["runs"])
