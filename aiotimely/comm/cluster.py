@@ -9,8 +9,9 @@ order they were sent, which progress tracking needs; data shares it.
 
 Back-pressure: sends are buffered by the transport up to a high-water mark; past
 it the fabric reports itself congested and the workers pause their rounds until
-the peer has read. On the receiving side, reading pauses while a worker's mailbox
-holds many unprocessed batches.
+the peer has read. On the receiving side, reading pauses while a mailbox fed by
+the network holds many unprocessed batches, or while an operator that awaits I/O
+has a long queue of input — so the sender's buffer fills, and the sender waits.
 
 A peer that closes its connection without saying goodbye, or reports a failure,
 fails the whole computation with an error naming it. A connection that fails the
@@ -36,7 +37,7 @@ log = logging.getLogger("aiotimely.cluster")
 
 HIGH_WATER = 4 * 1024 * 1024
 LOW_WATER = 1024 * 1024
-MAILBOX_HIGH = 4096     # batches waiting in one mailbox before reading pauses
+MAILBOX_HIGH = 256      # batches waiting in one mailbox before reading from that peer pauses
 HANDSHAKE_TIMEOUT = 5.0
 HANDSHAKE_MAX_FRAME = 4096  # nobody unauthenticated gets to make us buffer more than this
 
@@ -78,17 +79,21 @@ class _Connection(asyncio.Protocol):
             self.acceptor = Acceptor(cluster.secret, cluster.processes, cluster.index, cluster._may_dial_in)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self.decoder.feed(data)
-        except FrameError as e:
-            self._reject(f"malformed frames: {e}")
-            return
-        for frame in frames:
-            if not self.established:
-                if not self._handshake(frame):
-                    return
-                continue
-            self.cluster._on_frame(self, frame)
+        decoder = self.decoder
+        decoder.append(data)
+        on_frame = self.cluster._on_frame
+        while True:
+            try:
+                frame = decoder.next_frame()
+            except FrameError as e:
+                self._reject(f"malformed frames: {e}")
+                return
+            if frame is None:
+                return
+            if self.established:
+                on_frame(self, frame)
+            elif not self._handshake(frame):
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timeout is not None:
@@ -386,6 +391,7 @@ class ClusterFabric(LocalFabric):
         self._waiting: dict[Hashable, list[tuple[_Connection, Frame]]] = {}
         self._remote: dict[tuple[Hashable, int, int], _RemoteMailbox] = {}
         self._full: list[tuple[Mailbox, _Connection]] = []
+        self._paused = False
 
     def mailbox(self, channel: Hashable, worker: int) -> Any:
         if worker in self.local:
@@ -454,12 +460,25 @@ class ClusterFabric(LocalFabric):
     async def wait_writable(self) -> None:
         await self.cluster.wait_writable()
 
+    def pause_reading(self) -> None:
+        if not self._paused:
+            self._paused = True
+            for conn in self.cluster.connections.values():
+                if conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.pause_reading()
+
     def resume_reading(self) -> None:
         if self._full:
             still = []
             for box, conn in self._full:
                 if len(box.queue) > MAILBOX_HIGH // 2:
                     still.append((box, conn))
-                elif conn.transport is not None and not conn.transport.is_closing():
+                elif not self._paused and conn.transport is not None and not conn.transport.is_closing():
                     conn.transport.resume_reading()
             self._full = still
+        if self._paused:
+            self._paused = False
+            blocked = {id(conn) for _, conn in self._full}
+            for conn in self.cluster.connections.values():
+                if id(conn) not in blocked and conn.transport is not None and not conn.transport.is_closing():
+                    conn.transport.resume_reading()

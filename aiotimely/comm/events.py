@@ -52,8 +52,9 @@ class _Link(asyncio.Protocol):
         asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._fail, "no handshake in time")
 
     def data_received(self, data: bytes) -> None:
+        self.decoder.append(data)
         try:
-            for frame in self.decoder.feed(data):
+            while (frame := self.decoder.next_frame()) is not None:
                 if self.shake.done:
                     self.on_frame(frame)
                     continue

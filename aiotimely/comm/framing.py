@@ -62,35 +62,55 @@ def encode_frame(kind: Kind, payload: bytes = b"", *, source: int = ANY, target:
 
 
 class FrameDecoder:
-    """Turns a byte stream into frames; keeps partial frames between calls."""
+    """Turns a byte stream into frames; keeps partial frames between calls.
+
+    ``feed(data)`` adds bytes and returns every complete frame. A connection whose
+    limit changes between frames (after its handshake) uses ``append`` and
+    ``next_frame`` instead, so that each frame is checked against the limit in force
+    when it is reached.
+    """
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buffer = bytearray()
+        self._offset = 0
         self._max = max_frame
 
     def feed(self, data: bytes) -> list[Frame]:
         """Add received bytes; return every frame now complete. Raises :class:`FrameError`."""
-        buffer = self._buffer
-        buffer += data
-        frames: list[Frame] = []
-        offset = 0
-        size = len(buffer)
-        unpack = HEADER.unpack_from
-        while size - offset >= HEADER.size:
-            length, kind, source, target, dataflow, channel = unpack(buffer, offset)
-            if length < _AFTER_LENGTH or length > self._max:
-                raise FrameError(f"frame length {length} is outside {_AFTER_LENGTH}..{self._max}")
-            if kind not in _KINDS:
-                raise FrameError(f"unknown frame kind {kind}")
-            end = offset + 4 + length
-            if end > size:
-                break
-            frames.append(Frame(_KINDS[kind], source, target, dataflow, channel,
-                                bytes(buffer[offset + HEADER.size:end])))
-            offset = end
-        if offset:
-            del buffer[:offset]
+        self.append(data)
+        frames = []
+        while (frame := self.next_frame()) is not None:
+            frames.append(frame)
         return frames
+
+    def append(self, data: bytes) -> None:
+        """Add received bytes."""
+        buffer = self._buffer
+        if self._offset > 65536 and self._offset * 2 > len(buffer):
+            del buffer[:self._offset]
+            self._offset = 0
+        buffer += data
+
+    def next_frame(self) -> Frame | None:
+        """The next complete frame, or ``None`` until more bytes arrive. Raises :class:`FrameError`."""
+        buffer, offset = self._buffer, self._offset
+        if len(buffer) - offset < HEADER.size:
+            return None
+        length, kind, source, target, dataflow, channel = HEADER.unpack_from(buffer, offset)
+        if length < _AFTER_LENGTH or length > self._max:
+            raise FrameError(f"frame length {length} is outside {_AFTER_LENGTH}..{self._max}")
+        if kind not in _KINDS:
+            raise FrameError(f"unknown frame kind {kind}")
+        end = offset + 4 + length
+        if end > len(buffer):
+            return None
+        frame = Frame(_KINDS[kind], source, target, dataflow, channel, bytes(buffer[offset + HEADER.size:end]))
+        if end == len(buffer):
+            buffer.clear()
+            self._offset = 0
+        else:
+            self._offset = end
+        return frame
 
     def limit(self, max_frame: int) -> None:
         """Accept frames up to ``max_frame`` bytes from now on."""
@@ -98,4 +118,4 @@ class FrameDecoder:
 
     def pending(self) -> int:
         """Bytes received but not yet part of a complete frame."""
-        return len(self._buffer)
+        return len(self._buffer) - self._offset

@@ -80,6 +80,9 @@ class LocalFabric:
     async def wait_writable(self) -> None:
         """Wait until :meth:`congested` is false."""
 
+    def pause_reading(self) -> None:
+        """The workers are behind: stop reading records from the network for now."""
+
     def resume_reading(self) -> None:
         """The workers caught up: read more from the network."""
 

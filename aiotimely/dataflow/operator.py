@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     from .scope import Scope
     from .stream import Stream
 
-__all__ = ["OperatorRuntime"]
+__all__ = ["OperatorRuntime", "BACKLOG_HIGH", "BACKLOG_LOW"]
+
+BACKLOG_HIGH = 256
+"""Batches waiting at an input of an operator that awaits I/O, past which the process stops
+reading records from other processes until it is down to ``BACKLOG_LOW``."""
+BACKLOG_LOW = 64
 
 
 class OperatorRuntime:
@@ -230,6 +235,8 @@ class OperatorRuntime:
             signal._asyncio_future_blocking = False
             self._waiting = signal
             signal.add_done_callback(self._future_done)
+            if any(len(box.queue) > BACKLOG_HIGH for box in self.mailboxes):
+                self.worker.computation.backlog.add(self)  # reading from the network pauses meanwhile
             return
         raise RuntimeError(f"operator logic awaited {signal!r}, which is not an asyncio awaitable")
 
@@ -250,6 +257,10 @@ class OperatorRuntime:
         for inp in self.inputs:
             for _ in inp.drain():
                 pass
+
+    def backlogged(self) -> bool:
+        """True while an input holds more than ``BACKLOG_LOW`` batches."""
+        return not self.done and any(len(box.queue) > BACKLOG_LOW for box in self.mailboxes)
 
     def is_waiting(self) -> bool:
         """True while the logic awaits an asyncio future."""

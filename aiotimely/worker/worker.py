@@ -43,6 +43,17 @@ class Computation:
         self.distributed = distributed
         self.workers: list[Worker] = []
         self.error: BaseException | None = None
+        self.backlog: set = set()
+        """Operators awaiting I/O with long input queues: reading from other processes pauses for them."""
+
+    def flow_control(self) -> None:
+        """After a round: read from the network again unless some operator is too far behind."""
+        if self.backlog:
+            self.backlog = {op for op in self.backlog if op.backlogged()}
+        if self.backlog:
+            self.fabric.pause_reading()
+        else:
+            self.fabric.resume_reading()
 
     def fail(self, error: BaseException) -> None:
         """Record the first failure and wake every worker so that all of them stop."""
@@ -189,7 +200,7 @@ class Worker:
         try:
             while computation.error is None:
                 if not self._active:
-                    fabric.resume_reading()
+                    computation.flow_control()
                     self._release(self._step_waiters)
                     if not self._dataflows:
                         self._release(self._done_waiters)
@@ -207,7 +218,7 @@ class Worker:
                 self._release(self._step_waiters)
                 if fabric.congested():  # the network is behind: let it drain before producing more
                     await fabric.wait_writable()
-                fabric.resume_reading()
+                computation.flow_control()
                 await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 import aiotimely as at
 
@@ -83,3 +84,32 @@ class Unregistered:
 
 def unregistered(worker):
     worker.dataflow(lambda s: at.to_stream([Unregistered()] if worker.index == 0 else [], s).exchange(lambda r: 1))
+
+
+async def flood(worker):
+    """Worker 0 produces ~200 MB as fast as it can; worker 1 consumes slowly. Prints peak memory (MiB)."""
+    import resource
+
+    payload = "x" * 100
+
+    async def produce(output, cap):
+        if worker.index == 0:
+            for _ in range(int(os.environ.get("FLOOD_BATCHES", "2000"))):
+                output.session(cap).give_many([payload] * 1000)
+                await asyncio.sleep(0)        # one batch per round: rounds pause while the network is behind
+        cap.drop()
+
+    def make(scope):
+        @at.source(scope, "Flood", produce).exchange(lambda r: 1).sink(name="Slow")
+        async def slow(input):
+            stalled = False
+            async for _ in input.activations():
+                for _time, _batch in input.drain():
+                    if not stalled:           # the whole process stops reading for a second
+                        stalled = True
+                        time.sleep(1.0)
+                    await asyncio.sleep(0.0005)
+
+    worker.dataflow(make)
+    await worker.step_until_done()
+    say(f"peak {worker.index} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
