@@ -65,10 +65,6 @@ class Scope:
     # -- facts ------------------------------------------------------------------------
 
     @property
-    def index_in_worker(self) -> int:
-        return self.worker.index
-
-    @property
     def peers(self) -> int:
         """The number of workers in the computation."""
         return self.worker.peers
