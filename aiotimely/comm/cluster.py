@@ -409,9 +409,10 @@ class ClusterFabric(LocalFabric):
             box = self._remote[key] = _RemoteMailbox(self, channel, worker, source)
         return box
 
-    def broadcast(self, channel: Hashable, item: Any) -> None:
+    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
         for w in self.local:
-            super().mailbox(channel, w).push(item)
+            if w != skip:
+                super().mailbox(channel, w).push(item)
         cluster = self.cluster
         if cluster.processes > 1:
             payload = item.encode(self._ttypes[channel])

@@ -65,10 +65,11 @@ class LocalFabric:
         """Every worker's mailbox for ``channel``, in worker order (``source`` is the sending worker)."""
         return [self.mailbox(channel, w) for w in range(self.peers)]
 
-    def broadcast(self, channel: Hashable, item: Any) -> None:
-        """Push ``item`` to every worker's mailbox for ``channel``, in order."""
+    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
+        """Push ``item`` to every worker's mailbox for ``channel`` but ``skip``'s, in order."""
         for w in range(self.peers):
-            self.mailbox(channel, w).push(item)
+            if w != skip:
+                self.mailbox(channel, w).push(item)
 
     def register(self, channel: Hashable, ttype: Any) -> None:
         """Declare a channel and its timestamp type (needed to decode what other processes send)."""

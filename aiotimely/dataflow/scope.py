@@ -140,13 +140,31 @@ class Scope:
     # -- running --------------------------------------------------------------------
 
     def schedule(self) -> bool:
-        """Run one round of this scope; return whether it is still incomplete."""
+        """Run one round of this scope; return whether it is still incomplete.
+
+        A round is at most two passes: the second applies this worker's own progress
+        batch at once (every other worker gets it through its mailbox) and runs what
+        that woke, such as a probe, instead of waiting for another round.
+        """
         sub = self.progress
         inbox = self._inbox.queue
         while inbox:
             sub.receive(inbox.popleft())
-        active = sub.propagate()
         pending = self.pending
+        for _ in range(2):
+            self._run_pass(sub, pending)
+            batch = sub.send()
+            if batch is None:
+                break
+            self.worker.fabric.broadcast(self.progress_channel, batch, skip=self.worker.index)
+            sub.receive(batch)
+        if pending or sub.has_pending():
+            self.worker.activate(self.path)
+        return bool(self._incomplete) or sub.tracking_anything()
+
+    def _run_pass(self, sub: Subgraph, pending: set[int]) -> None:
+        """Propagate, then run the children that need it in ascending order (and those they feed)."""
+        active = sub.propagate()
         if pending:
             pending.update(active)
             heap = sorted(pending)
@@ -175,14 +193,8 @@ class Scope:
                     else:
                         later.add(other)
                 pending.clear()
-        batch = sub.send()
-        if batch is not None:
-            self.worker.fabric.broadcast(self.progress_channel, batch)
         if later:
             pending.update(later)
-        if pending or sub.has_pending():
-            self.worker.activate(self.path)
-        return bool(incomplete) or sub.tracking_anything()
 
     def operators(self):
         """Every operator in this scope and the scopes nested in it."""
