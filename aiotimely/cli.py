@@ -6,6 +6,7 @@
     aiotimely run path/to/file.py:build -w 2 -n 3
     aiotimely run path/to/script.py -w 2 -n 3 [program arguments]   # a script calling execute_from_args
     python -m aiotimely run ...                                       # the same
+    aiotimely bench NAME [--quick]                                     # the benchmark suite (from a checkout)
 
 ``run`` picks free loopback ports and a fresh shared secret, starts the N
 processes, prefixes each line they print with the process index, and exits with
@@ -145,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("-n", "--processes", type=int, default=1, help="number of processes")
     worker = commands.add_parser("worker", help="one process of a computation (what run starts)", add_help=False)
     worker.add_argument("target")
+    commands.add_parser("bench", help="run the benchmark suite of a repository checkout (python -m benchmarks)",
+                        add_help=False)
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:
         cut = argv.index("--")
@@ -154,7 +157,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "run":
         return run_command(args, rest + extra)
+    if args.command == "bench":
+        return bench_command(rest + extra)
     return worker_command(args, rest + extra)
+
+
+def bench_command(argv: list[str]) -> int:
+    sys.path.insert(0, os.getcwd())
+    try:
+        from benchmarks.__main__ import main as bench
+    except ImportError:
+        print("aiotimely bench runs the benchmarks/ folder of a repository checkout: run it from there",
+              file=sys.stderr)
+        return 2
+    return bench(argv)
 
 
 if __name__ == "__main__":

@@ -38,10 +38,10 @@ def arrange(stream: at.Stream, interest: at.FrontierInterest) -> at.Stream:
         cap.drop()
         held: dict = {}
         async for _ in input.activations():
-            for time, batch in input.drain():
-                entry = held.get(time.time)
+            for at_time, batch in input.drain():
+                entry = held.get(at_time.time)
                 if entry is None:
-                    entry = held[time.time] = (time.retain(), [])
+                    entry = held[at_time.time] = (at_time.retain(), [])
                 entry[1].extend(batch)
             for t in [t for t in held if not input.frontier.less_equal(t)]:
                 cap_t, records = held.pop(t)
@@ -87,7 +87,7 @@ async def measure(dataflows: int, filters: int, steps: int, interest: at.Frontie
             inputs[t % dataflows].send(t)
             for inp in inputs:
                 inp.advance_to(t)
-            await worker.step_while(lambda: any(p.less_than(t) for p in probes))
+            await worker.step_while(lambda t=t: any(p.less_than(t) for p in probes))
             times.append(time.perf_counter() - start)
         times.sort()
         for inp in inputs:
@@ -97,7 +97,8 @@ async def measure(dataflows: int, filters: int, steps: int, interest: at.Frontie
         "dataflows": dataflows, "filters": filters, "interest": interest.name, "operators": operators,
         "build_s": built, "build_us_per_operator": 1e6 * built / operators,
         "memory_mib": memory, "bytes_per_operator": memory * 2**20 / operators,
-        "step_mean_ms": 1e3 * statistics.mean(times), "step_p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))],
+        "step_mean_ms": 1e3 * statistics.mean(times),
+        "step_p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))],
         "steps": steps,
     }
 
@@ -118,8 +119,9 @@ def main(argv: list[str] | None = None) -> dict:
         for interest in (IF_CAPABILITY, ALWAYS):
             r = asyncio.run(measure(d, k, steps, interest))
             runs.append(r)
-            print(f"{k:6} {interest.name:>13} {r['operators']:10,} {r['build_s']:8.2f} {r['build_us_per_operator']:7.1f} "
-                  f"{r['memory_mib']:7.0f} {r['bytes_per_operator']:7.0f} {r['step_mean_ms']:9.2f} {r['step_p99_ms']:9.2f}")
+            print(f"{k:6} {interest.name:>13} {r['operators']:10,} {r['build_s']:8.2f} "
+                  f"{r['build_us_per_operator']:7.1f} {r['memory_mib']:7.0f} {r['bytes_per_operator']:7.0f} "
+                  f"{r['step_mean_ms']:9.2f} {r['step_p99_ms']:9.2f}")
     summary = {}
     for k in ks:
         pair = {r["interest"]: r for r in runs if r["filters"] == k}

@@ -40,3 +40,27 @@ def test_exchange_benchmark_quick_run_moves_every_record():
     results = exchange.main(["--quick"])
     assert results["records"] == 100_000
     assert any(name.startswith("aiotimely") for name in results["runs"])
+
+
+def test_many_dataflows_quick_run_reports_both_interests():
+    from benchmarks import many_dataflows
+
+    results = many_dataflows.main(["--quick"])
+    assert {r["interest"] for r in results["runs"]} == {"ALWAYS", "IF_CAPABILITY"}
+    assert all(r["step_mean_ms"] > 0 for r in results["runs"])
+
+
+def test_latency_quick_run_delivers_every_word_for_every_idiom():
+    from benchmarks import latency
+
+    results = latency.main(["--quick"])      # word_latency asserts one count per word
+    assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks"}
+    assert all(r["ticks"] > 0 for r in results["chains"])
+
+
+def test_the_suite_runner_knows_every_benchmark():
+    from benchmarks.__main__ import SUITE, main
+
+    assert main(["tracker", "--quick"]) == 0
+    assert main(["nonsense"]) == 2
+    assert set(SUITE) >= {"pipeline", "wordcount", "many-dataflows", "exchange", "latency"}

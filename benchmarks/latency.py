@@ -1,0 +1,268 @@
+"""Benchmark ``latency`` (the timestamp-token paper, section 7.2 and 7.3): coordination idioms under fine timestamps.
+
+Section 7.2: an open-loop generator offers words at a fixed rate; each word's
+timestamp is its scheduled generation time in nanoseconds, quantized to 2^k ns. A
+rolling unique-word count processes words in timestamp order and emits the count
+for each word. Latency is measured from a word's scheduled time to its count's
+arrival at the sink. Three idioms over the same engine:
+
+* ``tokens``: the operator keeps one capability, downgraded from time to time as
+  the input frontier completes them (timestamp tokens);
+* ``notificator``: the operator asks for a notification at every distinct time
+  (Naiad-style), one capability per pending time;
+* ``watermarks``: the generator sends in-band watermark records (Flink-style); the
+  operator holds one capability at time 0 and orders records by their event time.
+
+A run "collapses" when its maximum latency passes 1 s.
+
+Section 7.3: a chain of N no-op operators, idle; the input's time advances every
+millisecond with no data, and the latency of that advance reaching the end of the
+chain is measured, with frontiers (tokens) and with watermark records forwarded
+by every operator.
+
+    python -m benchmarks.latency [--quick] [--rate 100000] [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+import aiotimely as at
+
+from .common import save
+
+WORDS = [f"w{i}" for i in range(5000)]
+COLLAPSE_NS = 1_000_000_000
+
+
+def percentile(values: list[int], q: float) -> int:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else 0
+
+
+# -- section 7.2 ------------------------------------------------------------------------
+
+
+def generator(scope: at.Scope, rate: int, seconds: float, bits: int, watermarks: bool, clock: dict) -> at.Stream:
+    """Open loop: the words due by now, grouped by quantized time; the capability follows the clock."""
+    total = int(rate * seconds)
+    interval = 1e9 / rate
+
+    async def generate(output, cap):
+        start = clock["start"] = time.perf_counter_ns()
+        sent = 0
+        while sent < total:
+            now = time.perf_counter_ns() - start
+            due = min(total, int(now / interval) + 1)
+            if watermarks:
+                records = [(WORDS[i % 5000], int(i * interval)) for i in range(sent, due)]
+                session = output.session(cap)
+                session.give_many(records)
+                session.give(("", now))                  # watermark: nothing earlier than `now` follows
+            else:
+                group: list = []
+                group_time = None
+                for i in range(sent, due):
+                    scheduled = int(i * interval)
+                    t = scheduled >> bits
+                    if t != group_time:
+                        if group:
+                            output.session(cap).give_many(group)
+                        group, group_time = [], t
+                        cap.downgrade(t)
+                    group.append((WORDS[i % 5000], scheduled))
+                if group:
+                    output.session(cap).give_many(group)
+                cap.downgrade(max(cap.time, now >> bits))
+            sent = due
+            await asyncio.sleep(0)
+        cap.drop()
+
+    return at.source(scope, "Generator", generate)
+
+
+def count_tokens(words: at.Stream) -> at.Stream:
+    @words.unary_frontier(name="CountTokens")
+    async def count(input, output, cap):
+        cap.drop()
+        seen: set = set()
+        pending: dict = {}
+        held = None                                       # one capability, at the earliest pending time
+        async for _ in input.activations():
+            for time_, batch in input.drain():
+                pending.setdefault(time_.time, []).extend(batch)
+                if held is None:
+                    held = time_.retain()
+                elif time_.time < held.time:
+                    earlier = time_.retain()
+                    held.drop()
+                    held = earlier
+            if held is None:
+                continue
+            for t in sorted(t for t in pending if not input.frontier.less_equal(t)):
+                held.downgrade(t)
+                session = output.session(held)
+                for word, scheduled in pending.pop(t):
+                    if word not in seen:
+                        seen.add(word)
+                    session.give((len(seen), scheduled))
+            if pending:
+                held.downgrade(min(pending))
+            else:
+                held.drop()
+                held = None
+
+    return count
+
+
+def count_notificator(words: at.Stream) -> at.Stream:
+    @words.unary_notify(name="CountNotificator")
+    async def count(input, output, notificator):
+        seen: set = set()
+        pending: dict = {}
+        async for _ in input.activations():
+            for time_, batch in input.drain():
+                pending.setdefault(time_.time, []).extend(batch)
+                notificator.notify_at(time_)
+            for cap in notificator.ready():
+                session = output.session(cap)
+                for word, scheduled in pending.pop(cap.time):
+                    if word not in seen:
+                        seen.add(word)
+                    session.give((len(seen), scheduled))
+
+    return count
+
+
+def count_watermarks(words: at.Stream) -> at.Stream:
+    @words.unary(name="CountWatermarks", interest=at.FrontierInterest.IF_CAPABILITY)  # woken at the end
+    async def count(input, output, cap):
+        seen: set = set()
+        buffered: list = []
+        async for _ in input.activations():
+            for _time, batch in input.drain():
+                for record in batch:
+                    if record[0]:
+                        buffered.append(record)
+                        continue
+                    mark = record[1]                      # a watermark: everything up to it is here
+                    ready = [r for r in buffered if r[1] <= mark]
+                    buffered = [r for r in buffered if r[1] > mark]
+                    ready.sort(key=lambda r: r[1])
+                    session = output.session(cap)
+                    for word, scheduled in ready:
+                        if word not in seen:
+                            seen.add(word)
+                        session.give((len(seen), scheduled))
+        cap.drop()
+
+    return count
+
+
+IDIOMS = {"tokens": count_tokens, "notificator": count_notificator, "watermarks": count_watermarks}
+
+
+def word_latency(idiom: str, rate: int, seconds: float, bits: int) -> dict[str, Any]:
+    clock: dict = {}
+    latencies: list[int] = []
+
+    def sink(_t: Any, records: list) -> None:
+        now = time.perf_counter_ns() - clock["start"]
+        latencies.extend(now - scheduled for _count, scheduled in records)
+
+    def build(worker: at.Worker) -> None:
+        worker.dataflow(lambda s: IDIOMS[idiom](generator(s, rate, seconds, bits, idiom == "watermarks", clock))
+                        .inspect_batch(sink))
+
+    at.execute(build)
+    latencies.sort()
+    assert len(latencies) == int(rate * seconds), (idiom, len(latencies))
+    worst = latencies[-1]
+    return {"idiom": idiom, "rate": rate, "quantum_bits": bits, "p50_us": percentile(latencies, 0.5) / 1e3,
+            "p999_us": percentile(latencies, 0.999) / 1e3, "max_us": worst / 1e3, "collapsed": worst > COLLAPSE_NS}
+
+
+# -- section 7.3 ------------------------------------------------------------------------
+
+
+def chain_latency(idiom: str, length: int, ticks: int, period_s: float = 0.001) -> dict[str, Any]:
+    """Time advancing through ``length`` idle no-op operators: frontiers (tokens) or forwarded watermarks."""
+    sent: dict[int, int] = {}
+    latencies: list[int] = []
+
+    async def ticking(output, cap):
+        for t in range(1, ticks + 1):
+            await asyncio.sleep(period_s)
+            sent[t] = time.perf_counter_ns()
+            if idiom == "watermarks":
+                output.session(cap).give(t)            # the watermark travels as a record
+            else:
+                cap.downgrade(t)                        # the frontier moves; no operator runs
+        cap.drop()
+
+    def chain(scope: at.Scope) -> None:
+        stream = at.source(scope, "Ticks", ticking)
+        for _ in range(length):
+            stream = stream.map(lambda t: t)    # with watermarks, every operator runs to forward each one
+        if idiom == "watermarks":
+            stream.inspect(lambda t: latencies.append(time.perf_counter_ns() - sent[t]))
+        else:
+            @stream.sink(name="End")
+            async def end(input):
+                seen = 0
+                async for _ in input.activations():
+                    for _ in input.drain():
+                        pass
+                    done = [t for t in range(seen + 1, ticks + 1) if t in sent and not input.frontier.less_than(t)]
+                    for t in done:
+                        latencies.append(time.perf_counter_ns() - sent[t])
+                    seen = max(done, default=seen)
+
+    at.execute(lambda worker: worker.dataflow(chain))
+    latencies.sort()
+    return {"idiom": idiom, "length": length, "p50_us": percentile(latencies, 0.5) / 1e3,
+            "p99_us": percentile(latencies, 0.99) / 1e3, "ticks": len(latencies)}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a short run at low rate, two quanta, short chains")
+    parser.add_argument("--rate", type=int, nargs="+", default=[50_000, 200_000])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--bits", type=int, nargs="+", default=[30, 24, 20, 16, 12, 8, 4, 0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rate, args.seconds, args.bits, args.lengths = [20_000], 0.3, [20, 0], [8, 32]
+    words, chains = [], []
+    print("section 7.2: rolling unique-word count, open loop; latency in microseconds")
+    print(f"{'rate/s':>8} {'quantum':>9} {'idiom':>12} {'p50':>10} {'p99.9':>10} {'max':>10}")
+    for rate in args.rate:
+        for bits in args.bits:
+            for idiom in IDIOMS:
+                r = word_latency(idiom, rate, args.seconds, bits)
+                words.append(r)
+                flag = "  collapsed" if r["collapsed"] else ""
+                print(f"{rate:8,} {'2^' + str(bits) + ' ns':>9} {idiom:>12} {r['p50_us']:10.0f} {r['p999_us']:10.0f} "
+                      f"{r['max_us']:10.0f}{flag}")
+    print("section 7.3: time advancing through idle no-op operators; latency in microseconds")
+    print(f"{'length':>8} {'idiom':>12} {'p50':>10} {'p99':>10}")
+    for length in args.lengths:
+        for idiom in ("tokens", "watermarks"):
+            r = chain_latency(idiom, length, ticks=50 if args.quick else 300)
+            chains.append(r)
+            print(f"{length:8} {idiom:>12} {r['p50_us']:10.0f} {r['p99_us']:10.0f}")
+    tokens = {r["length"]: r["p50_us"] for r in chains if r["idiom"] == "tokens"}
+    summary = {"tokens chain p50 longest/shortest": tokens[max(tokens)] / tokens[min(tokens)]}
+    for name, value in summary.items():
+        print(f"{name}: {value:.2f}x")
+    results = {"words": words, "chains": chains, "summary": summary}
+    if not args.quick:
+        print(f"wrote {save('latency', results)}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
