@@ -131,8 +131,11 @@ def counter_run(path: Path) -> tuple[float, dict[str, int]]:
     return timed(work)
 
 
-def bytewax_run(path: Path, workers: int) -> tuple[float, dict[str, Any]]:
-    args = ["-m", "bytewax.run", "wc_bytewax:build('count_final')"] + (["-w", str(workers)] if workers > 1 else [])
+def bytewax_run(path: Path, workers: int, processes: int = 1) -> tuple[float, dict[str, Any]]:
+    if processes > 1:
+        args = ["-m", "bytewax.testing", "wc_bytewax:build('count_final')", "-p", str(processes)]
+    else:
+        args = ["-m", "bytewax.run", "wc_bytewax:build('count_final')"] + (["-w", str(workers)] if workers > 1 else [])
     records = run_anchor(args, env={"WC_CHECK_DIR": "{check_dir}", "WC_CORPUS": str(path)})
     return in_process_seconds(records), {"distinct": sum(r["items"] for r in records),
                                          "total": sum(r["sum"] for r in records)}
@@ -185,6 +188,8 @@ def main(argv: list[str] | None = None) -> dict:
         for workers in (1, 2):
             record(f"bytewax count_final, {workers} worker(s)", lambda w=workers: bytewax_run(path, w),
                    lambda o: o == summary(expected))
+        record("bytewax count_final, 2 processes", lambda: bytewax_run(path, 1, processes=2),
+               lambda o: o == summary(expected), "bytewax.testing -p 2")
     else:
         rows.append(("bytewax 0.21.1", {}, "quick mode" if args.quick else "not installed (pip install -e '.[bench]')"))
     baseline = "bytewax count_final, 1 worker(s)"

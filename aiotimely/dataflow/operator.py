@@ -39,6 +39,12 @@ BACKLOG_LOW = 64
 class OperatorRuntime:
     """One operator on one worker."""
 
+    __slots__ = (
+        "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "mailboxes",
+        "epoch", "current_time", "done", "_held", "_coro", "_function", "_waiting", "_dirty_ports",
+        "_drop_initial", "externally_driven", "frontier_changes", "__weakref__",
+    )
+
     def __init__(
         self,
         scope: Scope,
@@ -89,6 +95,7 @@ class OperatorRuntime:
             )
         if self.inputs[port] is not None:
             raise GraphError(f"{self.describe()}: input {port} is already connected")
+        scope._check_building()
         scope._builder.add_edge(stream.source, Target(self.index, port))
         worker = self.worker
         channel = scope.dataflow.allocate_channel()

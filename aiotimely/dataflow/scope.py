@@ -70,7 +70,7 @@ class Scope:
         return self.worker.peers
 
     def _check_building(self) -> None:
-        if self.progress is not None:
+        if self._builder is None:
             raise GraphError(f"scope {self.name!r} is already built: operators cannot be added to it any more")
 
     # -- nested scopes -------------------------------------------------------------------
@@ -117,6 +117,7 @@ class Scope:
                     f"scope {self.name!r}: a feedback loop was created but never closed with connect_loop()"
                 )
         self.progress = self._builder.build()
+        self._builder = None  # type: ignore[assignment]  # built: operators cannot be added any more
         self._incomplete = set(self.children)
         if self.parent is not None:
             self.parent._builder.add_child(self.progress, self.index)
