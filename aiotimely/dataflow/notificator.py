@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from sortedcontainers import SortedDict
+
 from .capability import Capability, CapabilityRef
 
 if TYPE_CHECKING:
@@ -20,10 +22,12 @@ class FrontierNotificator:
     time is kept). ``ready(frontiers)`` yields each capability whose time no frontier
     can still reach, earliest first; the capability is valid inside the loop body and
     is dropped when the loop moves on (``cap.delayed(...)`` keeps a time longer).
+    Pending times are kept sorted, so for totally ordered times (``int``) finding the
+    ready ones costs only the ready ones.
     """
 
     def __init__(self) -> None:
-        self._pending: dict[Any, Capability] = {}
+        self._pending: SortedDict = SortedDict()
 
     def notify_at(self, cap: Capability | CapabilityRef) -> None:
         if type(cap) is CapabilityRef:
@@ -37,11 +41,20 @@ class FrontierNotificator:
 
     def ready(self, frontiers: Iterable[Any]) -> Iterator[Capability]:
         frontiers = list(frontiers)
-        due = [t for t in self._pending if not any(f.less_equal(t) for f in frontiers)]
+        pending = self._pending
+        if not pending:
+            return
+        total = type(pending.peekitem(0)[0]) is int
+        due = []
+        for t in pending:
+            if any(f.less_equal(t) for f in frontiers):
+                if total:
+                    break  # every later time is reachable too
+                continue
+            due.append(t)
         if not due:
             return
-        due.sort()
-        caps = [self._pending.pop(t) for t in due]
+        caps = [pending.pop(t) for t in due]
         for cap in caps:
             yield cap
             if not cap.dropped:
@@ -49,7 +62,7 @@ class FrontierNotificator:
 
     def pending(self) -> list[Any]:
         """The times waiting to be notified, earliest first."""
-        return sorted(self._pending)
+        return list(self._pending)
 
     def __len__(self) -> int:
         return len(self._pending)

@@ -15,7 +15,6 @@ which the scope collects right after the operator yields: one atomic batch.
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Sequence
 
 from ..comm.local import Mailbox
@@ -71,7 +70,7 @@ class OperatorRuntime:
         self.epoch = 0
         self.current_time: Any = None
         self.done = False
-        self._held: Counter = Counter()
+        self._held: dict[tuple[int, Any], int] = {}
         self._coro: Coroutine | None = None
         self._function: Callable[[], None] | None = None
         self._waiting: asyncio.Future | None = None
@@ -80,7 +79,7 @@ class OperatorRuntime:
         self.externally_driven = False
         self.frontier_changes: list[list] | None = None
         for o in range(outputs):  # this worker's share of the initial capabilities
-            self._held[(o, self.ttype.minimum)] += 1
+            self._held[(o, self.ttype.minimum)] = 1
 
     # -- building -------------------------------------------------------------------
 
@@ -148,11 +147,11 @@ class OperatorRuntime:
         self.progress.shared.internals[output].update(time, diff)
         held = self._held
         key = (output, time)
-        count = held[key] + diff
+        count = held.get(key, 0) + diff
         if count:
             held[key] = count
         else:
-            del held[key]
+            held.pop(key, None)
 
     def _release_from_gc(self, output: int, time: Any) -> None:
         if not self.done:
