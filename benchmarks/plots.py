@@ -25,6 +25,13 @@ def main(argv: list[str] | None = None) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written = []
+
+    def save_figure(fig, name: str) -> None:
+        fig.tight_layout()
+        path = DOCS / name
+        fig.savefig(path, dpi=110)
+        written.append(path)
+
     latency = load("latency")
     if latency:
         rates = sorted({r["rate"] for r in latency["words"]})
@@ -42,10 +49,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
             ax.set_ylabel("latency, ms (1 s = collapsed)")
             ax.set_title(f"rolling unique-word count, {rate:,} words/s")
             ax.legend()
-        fig.tight_layout()
-        path = DOCS / "latency-vs-quantum.png"
-        fig.savefig(path, dpi=110)
-        written.append(path)
+        save_figure(fig, "latency-vs-quantum.png")
 
         fig, ax = plt.subplots(figsize=(6, 4.5))
         for idiom, style in (("tokens", "o-"), ("watermarks", "^:")):
@@ -55,10 +59,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ax.set_xlabel("idle no-op operators in the chain")
         ax.set_ylabel("time advance to chain end, µs")
         ax.legend()
-        fig.tight_layout()
-        path = DOCS / "chain-latency.png"
-        fig.savefig(path, dpi=110)
-        written.append(path)
+        save_figure(fig, "chain-latency.png")
 
     many = load("many_dataflows")
     if many:
@@ -72,10 +73,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         ax.set_xlabel(f"filters per region (K), {d} dataflows")
         ax.set_ylabel("mean step time, ms")
         ax.legend()
-        fig.tight_layout()
-        path = DOCS / "many-dataflows.png"
-        fig.savefig(path, dpi=110)
-        written.append(path)
+        save_figure(fig, "many-dataflows.png")
     for path in written:
         print(f"wrote {path}")
     return written
