@@ -1,0 +1,15 @@
+"""Layer 5: connectors — how data gets in and out.
+
+``aiter`` (async iterators and async callables) needs nothing more; ``kafka``,
+``websockets`` and ``spark`` need their extras: ``pip install 'aiotimely[kafka]'``,
+``[websockets]``, ``[spark]``, or ``[all]``.
+"""
+
+from .aiter import EventTime as EventTime
+from .aiter import EveryBatch as EveryBatch
+from .aiter import TimePolicy as TimePolicy
+from .aiter import WallClock as WallClock
+from .aiter import from_aiter as from_aiter
+from .aiter import to_async as to_async
+
+__all__ = ["EventTime", "EveryBatch", "TimePolicy", "WallClock", "from_aiter", "to_async"]

@@ -1,0 +1,314 @@
+"""Async iterators in, async callables out.
+
+:func:`from_aiter` makes a source of any async iterator. Records that are ready
+without waiting are batched together; before the iterator would wait, the batch
+is sent, so a quiet source adds no latency. When records get their times is a
+:class:`TimePolicy`: :class:`EveryBatch` (each batch the next integer time),
+:class:`WallClock` (the current interval; time advances even while nothing
+arrives) or :class:`EventTime` (a field of the record, with bounded lateness).
+
+:func:`to_async` hands every batch (or record) to an async callable, awaited
+without blocking the worker, with at most ``max_in_flight`` calls running; it
+passes each batch on only once its call has completed, so a probe downstream of
+it says what has really been delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time as _time
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from ..dataflow.input import source
+from ..dataflow.operators.common import output_stream
+from ..dataflow.operator import OperatorRuntime
+from ..errors import DataflowError
+from ..progress import FrontierInterest
+
+__all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
+
+log = logging.getLogger("aiotimely.connectors")
+
+
+class TimePolicy:
+    """When a source's records get which (integer) time, and when time moves on."""
+
+    def start(self) -> int:
+        """The first time."""
+        return 0
+
+    def times(self, records: list) -> list[tuple[int, list]]:
+        """Group a batch of records by time; every time not earlier than :meth:`current`."""
+        raise NotImplementedError
+
+    def current(self) -> int:
+        """The earliest time still to come: the source's capability moves here after each batch."""
+        raise NotImplementedError
+
+    def deadline(self) -> float | None:
+        """When (``time.monotonic()``) time moves on by itself, without records; ``None``: never."""
+        return None
+
+
+class EveryBatch(TimePolicy):
+    """Each batch gets the next integer time: 0, 1, 2, ..."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def times(self, records: list) -> list[tuple[int, list]]:
+        t = self._next
+        self._next += 1
+        return [(t, records)]
+
+    def current(self) -> int:
+        return self._next
+
+
+class WallClock(TimePolicy):
+    """Records get the number of the ``interval``-second period they arrive in; time moves on each period."""
+
+    def __init__(self, interval: float = 1.0, *, origin: float | None = None) -> None:
+        self.interval = interval
+        self.origin = _time.monotonic() if origin is None else origin
+
+    def now(self) -> int:
+        return int((_time.monotonic() - self.origin) / self.interval)
+
+    def times(self, records: list) -> list[tuple[int, list]]:
+        return [(self.now(), records)]
+
+    def current(self) -> int:
+        return self.now()
+
+    def deadline(self) -> float:
+        return self.origin + (self.now() + 1) * self.interval
+
+
+class EventTime(TimePolicy):
+    """Times from the records (``time_of(record)``, an int); time moves to the latest seen minus ``lateness``.
+
+    A record earlier than that (later than allowed) is, by ``late=``: ``"clamp"`` —
+    given the earliest open time (kept, not reordered into the past); ``"drop"`` —
+    dropped and counted in :attr:`late_records` (logged); ``"error"`` — an error naming it.
+    """
+
+    def __init__(self, time_of: Callable[[Any], int], lateness: int = 0, *, late: str = "clamp") -> None:
+        if late not in ("clamp", "drop", "error"):
+            raise ValueError(f"late must be 'clamp', 'drop' or 'error', not {late!r}")
+        self.time_of = time_of
+        self.lateness = lateness
+        self.late = late
+        self.late_records = 0
+        self._low = 0
+        self._seen = None
+
+    def times(self, records: list) -> list[tuple[int, list]]:
+        groups: dict[int, list] = {}
+        low = self._low
+        for record in records:
+            t = self.time_of(record)
+            if type(t) is not int or t < 0:
+                raise ValueError(f"event time {t!r} of {record!r} is not a non-negative int")
+            if t < low:
+                if self.late == "error":
+                    raise ValueError(f"record {record!r} at event time {t} is later than allowed: time {low} "
+                                     f"is already complete (lateness {self.lateness})")
+                if self.late == "drop":
+                    self.late_records += 1
+                    log.warning("dropped a late record at event time %d (time %d is complete): %r", t, low, record)
+                    continue
+                t = low
+            if self._seen is None or t > self._seen:
+                self._seen = t
+            groups.setdefault(t, []).append(record)
+        if self._seen is not None:
+            self._low = max(self._low, self._seen - self.lateness)
+        return sorted(groups.items())
+
+    def current(self) -> int:
+        return self._low
+
+
+class _Resume:
+    """Continue an ``__anext__`` that was about to wait, from what it yielded."""
+
+    def __init__(self, gen: Any, signal: Any) -> None:
+        self.gen, self.signal = gen, signal
+
+    def __await__(self):
+        gen, signal = self.gen, self.signal
+        while True:
+            try:
+                sent = yield signal
+            except GeneratorExit:
+                gen.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - forwarded into the iterator
+                try:
+                    signal = gen.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    signal = gen.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+_DONE = object()
+
+
+def from_aiter(
+    scope: Any,
+    iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
+    *,
+    time: TimePolicy | None = None,
+    batch_size: int = 1024,
+    name: str = "AsyncIterator",
+) -> Any:
+    """A stream of what an async iterator yields.
+
+    ``iterator`` is one async iterator (read by worker 0 only), or a function
+    ``(worker_index, peers) -> async iterator`` called on every worker (a
+    partitioned source). ``time`` defaults to :class:`EveryBatch`.
+    """
+    worker = scope.worker
+
+    async def logic(output, cap):
+        if callable(iterator) and not hasattr(iterator, "__anext__"):
+            it = iterator(worker.index, worker.peers)
+        else:
+            it = iterator if worker.index == 0 else None
+        if it is None:
+            cap.drop()
+            return
+        policy = time or EveryBatch()
+        cap.downgrade(max(cap.time, policy.start()))
+        batch: list = []
+
+        def flush() -> None:
+            if batch:
+                for t, records in policy.times(batch):
+                    with cap.delayed(t) as at_t:
+                        output.session(at_t).give_many(records)
+                batch.clear()
+            now = policy.current()
+            if now > cap.time:
+                cap.downgrade(now)
+
+        anext_ = type(it).__anext__
+        while True:
+            gen = anext_(it).__await__()
+            try:
+                signal = gen.send(None)
+            except StopIteration as ready:
+                batch.append(ready.value)
+                if len(batch) >= batch_size:
+                    flush()
+                    await asyncio.sleep(0)  # let the batch move before reading on
+                continue
+            except StopAsyncIteration:
+                break
+            flush()  # the iterator is about to wait: send what we have first
+            try:
+                record = await _wait_ticking(gen, signal, policy, flush)
+            except StopAsyncIteration:
+                break
+            batch.append(record)
+        flush()
+        cap.drop()
+
+    return source(scope, name, logic)
+
+
+async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callable[[], None]) -> Any:
+    """Wait for the iterator, moving time on at the policy's deadlines while nothing arrives."""
+    deadline = policy.deadline()
+    if deadline is None or not isinstance(signal, asyncio.Future):
+        return await _Resume(gen, signal)
+    while True:
+        remaining = deadline - _time.monotonic()
+        if remaining > 0:
+            done, _ = await asyncio.wait([signal], timeout=remaining)
+            if done:
+                return await _Resume(gen, signal)  # the future is done: continue the iterator at once
+        flush()
+        deadline = policy.deadline()
+
+
+def to_async(
+    stream: Any,
+    fn: Callable[..., Awaitable[Any]],
+    *,
+    per: str = "batch",
+    max_in_flight: int = 16,
+    name: str = "ToAsync",
+) -> Any:
+    """Hand the stream to ``fn``: ``await fn(time, records)`` per batch, or ``await fn(record)`` per record.
+
+    At most ``max_in_flight`` calls run at once; while that many are running the
+    operator stops taking input (the worker goes on with everything else). Returns
+    the stream of the records whose calls completed, at their times: a probe on it
+    says what has been delivered. An exception in ``fn`` fails the computation.
+    """
+    if per not in ("batch", "record"):
+        raise ValueError(f"per must be 'batch' or 'record', not {per!r}")
+    if not (inspect.iscoroutinefunction(fn) or callable(fn)):
+        raise TypeError(f"{name}: fn must be an async callable")
+    op = OperatorRuntime(stream.scope, name, 1, 1, interest=FrontierInterest.ALWAYS)
+    inp = op.connect(0, stream)
+    out_port = op.outputs[0]
+    from ..dataflow.ports import OperatorOutput
+
+    output = OperatorOutput(out_port)
+
+    async def logic(input, output, cap):
+        cap.drop()
+        running: set = set()
+        done_queue: list = []
+
+        def finished(task: asyncio.Task) -> None:
+            running.discard(task)
+            done_queue.append(task)
+            activator.activate()
+
+        async for _ in input.activations():
+            for ref, batch in input.drain():
+                held = ref.retain()  # before waiting: a received time lasts only until the operator yields
+                while len(running) >= max_in_flight:
+                    await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+                    _deliver(done_queue, output)
+                call = fn(held.time, batch) if per == "batch" else _each(fn, batch)
+                task = asyncio.ensure_future(call)
+                task.held, task.records = held, batch  # type: ignore[attr-defined]
+                running.add(task)
+                task.add_done_callback(finished)
+            _deliver(done_queue, output)
+        while running:
+            await asyncio.wait(list(running))
+            _deliver(done_queue, output)
+        _deliver(done_queue, output)
+
+    activator = op.activator()
+    op.run_coroutine(logic(inp, output, op.mint(0)))
+    return output_stream(op)
+
+
+async def _each(fn: Callable[[Any], Awaitable[Any]], batch: list) -> None:
+    for record in batch:
+        await fn(record)
+
+
+def _deliver(done_queue: list, output: Any) -> None:
+    while done_queue:
+        task = done_queue.pop(0)
+        held = task.held
+        exc = task.exception()
+        if exc is not None:
+            held.drop()
+            raise DataflowError(f"the async sink failed at time {held.time!r}: {type(exc).__name__}: {exc}") from exc
+        with held:
+            output.session(held).give_many(task.records)
