@@ -62,3 +62,12 @@ def test_window_average_reports_each_window_but_the_quiet_one():
 
 def test_capture_replay_replays_every_record_on_another_worker_count():
     assert run("capture_replay.py") == [f"time {t}: 10 records replayed" for t in range(5)]
+
+
+def test_ws_ticks_pushes_every_window_to_the_subscriber():
+    import pytest
+
+    pytest.importorskip("websockets")
+    lines = run("ws_ticks.py")
+    assert [line.split(":")[0] for line in lines] == [f"window {w}" for w in range(6)]
+    assert lines[0] == "window 0: AAA  100.4161  BBB   49.9054  CCC    9.9274"

@@ -1,0 +1,98 @@
+"""Real websockets on loopback: a server source, a client source, and a server pushing to subscribers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+import aiotimely as at
+from aiotimely.cli import free_ports
+from aiotimely.connectors.websockets import client_source, server_sink, server_source
+
+websockets = pytest.importorskip("websockets")
+from websockets.asyncio.client import connect  # noqa: E402
+from websockets.asyncio.server import serve  # noqa: E402
+
+
+def test_a_server_source_takes_messages_from_every_client(run):
+    (port,) = free_ports(1)
+
+    async def build(worker):
+        stop, ready = asyncio.Event(), asyncio.Event()
+        got = []
+        probe = worker.dataflow(lambda s: server_source(s, port=port, stop=stop, ready=ready)
+                                .inspect(got.append).probe())
+        await ready.wait()
+
+        async def client(name, n):
+            async with connect(f"ws://127.0.0.1:{port}") as ws:
+                for i in range(n):
+                    await ws.send(json.dumps({"from": name, "i": i}))
+
+        await asyncio.gather(client("a", 20), client("b", 30))
+        while len(got) < 50:
+            await worker.step()
+        stop.set()
+        await worker.step_until_done()
+        return got, probe.done()
+
+    got, done = run(build)[0]
+    assert sorted((m["from"], m["i"]) for m in got) == sorted([("a", i) for i in range(20)] + [("b", i) for i in range(30)])
+    assert done
+
+
+def test_a_client_source_follows_a_feed_until_it_closes(run):
+    (port,) = free_ports(1)
+
+    async def build(worker):
+        async def feed(ws):
+            for i in range(100):
+                await ws.send(json.dumps(i))
+            await ws.close()
+
+        async with serve(feed, "127.0.0.1", port):
+            got = []
+            worker.dataflow(lambda s: client_source(s, f"ws://127.0.0.1:{port}").inspect(got.append))
+            await worker.step_until_done()
+        return got
+
+    assert run(build)[0] == list(range(100))
+
+
+def test_a_server_sink_pushes_to_subscribers_and_survives_one_leaving(run):
+    (port,) = free_ports(1)
+
+    async def build(worker):
+        ready = asyncio.Event()
+        inp = at.InputHandle()
+        probe = worker.dataflow(lambda s: server_sink(inp.to_stream(s), port=port, ready=ready).probe())
+        await ready.wait()
+        stayer = await connect(f"ws://127.0.0.1:{port}")
+        leaver = await connect(f"ws://127.0.0.1:{port}")
+        for _ in range(50):
+            await worker.step()
+        received = {"stayer": [], "leaver": []}
+
+        async def listen(ws, name, limit=None):
+            async for message in ws:
+                received[name].append(json.loads(message))
+                if limit and len(received[name]) == limit:
+                    await ws.close()
+                    return
+
+        listeners = [asyncio.ensure_future(listen(stayer, "stayer")), asyncio.ensure_future(listen(leaver, "leaver", 5))]
+        for t in range(20):
+            inp.send({"t": t})
+            inp.advance_to(t + 1)
+            await probe.wait_beyond(t)
+            await asyncio.sleep(0.002)
+        inp.close()
+        await worker.step_until_done()
+        await asyncio.wait_for(listeners[0], 5)
+        return received
+
+    received = run(build)[0]
+    assert [m["t"] for m in received["stayer"]] == list(range(20))
+    assert [m["t"] for m in received["leaver"]] == list(range(5))
