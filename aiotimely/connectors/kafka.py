@@ -7,7 +7,10 @@ Needs ``pip install 'aiotimely[kafka]'``.
 group's committed offset (or the beginning). Records become :class:`KafkaRecord` s
 at a time given by ``time=``: ``"poll"`` (each poll of a worker the next integer
 time), ``"offset"`` (the offset itself, or ``offset // offset_bucket``), or
-``"timestamp"`` / a function of the record (event time, with bounded ``lateness``).
+``"timestamp"`` / a function of the record (event time, with bounded ``lateness``,
+tracked per partition: time moves on once every partition of the worker is past it;
+a record later than its partition allows is given its partition's earliest open
+time).
 
 With ``commit=probe`` (a :class:`~aiotimely.ProbeHandle` placed where records are
 finished with, typically after :func:`sink`), a partition's offset is committed
@@ -142,11 +145,10 @@ def source(
                     await consumer.seek_to_beginning(tp)
                 else:
                     consumer.seek(tp, committed)
-            event_time = None
-            if time == "timestamp":
-                event_time = EventTime(lambda r: r.timestamp, lateness)
-            elif callable(time):
-                event_time = EventTime(time, lateness)
+            event_times = {}  # per partition: each has its own progress through event time
+            if time == "timestamp" or callable(time):
+                time_of = (lambda r: r.timestamp) if time == "timestamp" else time
+                event_times = {tp.partition: EventTime(time_of, lateness) for tp in mine}
             poll_number = 0
             checkpoints = _Checkpoints()
             last_commit = _time.monotonic()
@@ -170,7 +172,7 @@ def source(
                             else:
                                 times.append((t, [r]))
                     else:
-                        times = event_time.times(records)
+                        times = event_times[tp.partition].times(records)
                     for t, group in times:
                         groups.setdefault(t, []).extend(group)
                     checkpoints.add(tp.partition, max(t for t, _ in times), records[-1].offset + 1)
@@ -185,7 +187,7 @@ def source(
                 elif time == "offset":
                     low = min([await consumer.position(tp) for tp in mine]) // offset_bucket
                 else:
-                    low = event_time.current()
+                    low = min(e.current() for e in event_times.values())
                 if low > cap.time:
                     cap.downgrade(low)
                 if commit is not None and _time.monotonic() - last_commit >= commit_interval:

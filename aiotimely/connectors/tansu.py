@@ -52,7 +52,7 @@ class TansuBroker:
                     return self
             except OSError:
                 if self._process.poll() is not None:
-                    raise RuntimeError(f"tansu exited with status {self._process.returncode}")
+                    raise RuntimeError(f"tansu exited with status {self._process.returncode}") from None
                 time.sleep(0.02)
         raise TimeoutError(f"tansu did not listen on {self.bootstrap} within {timeout} s")
 

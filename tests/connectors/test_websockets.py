@@ -39,7 +39,8 @@ def test_a_server_source_takes_messages_from_every_client(run):
         return got, probe.done()
 
     got, done = run(build)[0]
-    assert sorted((m["from"], m["i"]) for m in got) == sorted([("a", i) for i in range(20)] + [("b", i) for i in range(30)])
+    expected = [("a", i) for i in range(20)] + [("b", i) for i in range(30)]
+    assert sorted((m["from"], m["i"]) for m in got) == sorted(expected)
     assert done
 
 
@@ -82,7 +83,8 @@ def test_a_server_sink_pushes_to_subscribers_and_survives_one_leaving(run):
                     await ws.close()
                     return
 
-        listeners = [asyncio.ensure_future(listen(stayer, "stayer")), asyncio.ensure_future(listen(leaver, "leaver", 5))]
+        listeners = [asyncio.ensure_future(listen(stayer, "stayer")),
+                     asyncio.ensure_future(listen(leaver, "leaver", 5))]
         for t in range(20):
             inp.send({"t": t})
             inp.advance_to(t + 1)
