@@ -18,7 +18,6 @@ import json
 import os
 import socket
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -118,17 +117,9 @@ def main(argv: list[str] | None = None) -> dict:
         with open(source / f"rows-{f}.json", "w") as out:
             for i in range(f, n, 4):
                 out.write(json.dumps({"id": i, "page": "p%d" % (i % 7), "value": i * 0.5}) + "\n")
-    os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    from pyspark.sql import SparkSession
+    from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, local_session
 
-    from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener
-
-    spark = (SparkSession.builder.master("local[2]").appName("aiotimely-bench")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", str(tmp / "spark"))
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("local[2]", workdir=str(tmp / "spark"), app="aiotimely-bench")
     samples: dict[str, list[float]] = {"plain": [], "aiotimely": []}
     try:
         spark.read.json(str(source)).count()   # warm the JVM up before timing anything

@@ -17,13 +17,12 @@ import asyncio
 import json
 import os
 import random
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 import aiotimely as at
-from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress
+from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress, local_session
 
 WINDOW = 2  # batches per window
 SECRET = os.environ.setdefault("AIOTIMELY_SECRET", "spark-pipeline-example")
@@ -87,15 +86,7 @@ def main() -> list[str]:
     computation.start()
     listening.wait()
 
-    os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2,3]").appName("aiotimely-example")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", str(tmp / "spark"))
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("local[2,3]", workdir=str(tmp / "spark"), app="aiotimely-example")
     try:
         spark.streams.addListener(EpochListener(address[0]))
         clicks = (spark.readStream.schema("user STRING, page STRING").option("maxFilesPerTrigger", 1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 from ..dataflow.capture import Captured, Messages, Progress
@@ -19,7 +18,7 @@ from ..errors import ClusterError
 from .cluster import HANDSHAKE_TIMEOUT, parse_address
 from .codec import CodecError, RecordCodec
 from .framing import Frame, FrameDecoder, FrameError, Kind, encode_frame
-from .handshake import Acceptor, Dialer, HandshakeError
+from .handshake import Acceptor, Dialer, HandshakeError, shared_secret
 
 __all__ = ["EventWriter", "EventReader"]
 
@@ -27,11 +26,7 @@ log = logging.getLogger("aiotimely.events")
 
 
 def _secret(secret: str | bytes | None) -> bytes:
-    key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
-    key = key.encode() if isinstance(key, str) else key
-    if not key:
-        raise ClusterError("captured streams over TCP need a shared secret: pass secret=... or set AIOTIMELY_SECRET")
-    return key
+    return shared_secret(secret, "captured streams over TCP")
 
 
 class _Link(asyncio.Protocol):

@@ -24,7 +24,7 @@ import msgpack
 
 from .framing import Frame, Kind, encode_frame
 
-__all__ = ["PROTOCOL_VERSION", "HandshakeError", "Dialer", "Acceptor"]
+__all__ = ["PROTOCOL_VERSION", "HandshakeError", "Dialer", "Acceptor", "shared_secret"]
 
 PROTOCOL_VERSION = 1
 _IDS = struct.Struct(">III")
@@ -32,6 +32,17 @@ _IDS = struct.Struct(">III")
 
 class HandshakeError(ValueError):
     """The other side is not a member of this cluster (or not speaking our protocol)."""
+
+
+def shared_secret(secret: str | bytes | None, what: str) -> bytes:
+    """``secret``, else ``AIOTIMELY_SECRET``, as bytes; a clear error naming ``what`` needs it if neither is set."""
+    key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
+    key = key.encode() if isinstance(key, str) else key
+    if not key:
+        from ..errors import ClusterError
+
+        raise ClusterError(f"{what} needs a shared secret: pass secret=... or set AIOTIMELY_SECRET")
+    return key
 
 
 def _mac(secret: bytes, role: bytes, first: bytes, second: bytes, dialer: int, acceptor: int, n: int) -> bytes:

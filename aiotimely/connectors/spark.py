@@ -34,11 +34,12 @@ import msgpack
 
 from ..comm.cluster import HANDSHAKE_MAX_FRAME, HANDSHAKE_TIMEOUT, parse_address
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, FrameError, Kind, encode_frame
-from ..comm.handshake import Acceptor, Dialer, HandshakeError
+from ..comm.handshake import Acceptor, Dialer, HandshakeError, shared_secret
 from ..errors import ClusterError
 from .aiter import TimePolicy, from_aiter
 
-__all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "EpochListener", "IngressClient"]
+__all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "EpochListener", "IngressClient",
+           "local_session"]
 
 log = logging.getLogger("aiotimely.connectors.spark")
 
@@ -46,11 +47,7 @@ ROWS_PER_FRAME = 1000
 
 
 def _secret(secret: str | bytes | None) -> bytes:
-    key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
-    key = key.encode() if isinstance(key, str) else key
-    if not key:
-        raise ClusterError("the Spark ingress needs a shared secret: pass secret=... or set AIOTIMELY_SECRET")
-    return key
+    return shared_secret(secret, "the Spark ingress")
 
 
 # -- the Spark side: blocking clients ----------------------------------------------------------
@@ -193,6 +190,29 @@ class EpochListener(_listener_base()):  # type: ignore[misc]
     def onQueryTerminated(self, event: Any) -> None:
         if self.end_on_termination and getattr(event, "exception", None) is None:
             self._tell("end")
+
+
+def local_session(master: str = "local[2]", *, workdir: str | None = None, app: str = "aiotimely") -> Any:
+    """A SparkSession in local mode bound to loopback, quiet, its scratch files in ``workdir``.
+
+    Spark's Python workers run this interpreter. ``local[N,F]`` lets each task fail
+    F times before the query fails.
+    """
+    import sys
+    import tempfile
+
+    workdir = workdir or tempfile.mkdtemp(prefix="aiotimely-spark-")
+    os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master(master).appName(app)
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", workdir)
+               .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={workdir}")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 # -- the aiotimely side: the ingress -----------------------------------------------------------

@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Sequence
 
 from ..comm.cluster import Cluster
+from ..comm.handshake import shared_secret
 from ..errors import ClusterError
 from .loop import run
 from .worker import Computation, Worker
@@ -77,10 +78,9 @@ async def execute_async(
         addresses = list(addresses) if addresses else [f"127.0.0.1:{2101 + p}" for p in range(processes)]
         if len(addresses) != processes:
             raise ClusterError(f"{len(addresses)} addresses for {processes} processes")
-        key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET", "")
         if connect_timeout is None:
             connect_timeout = float(os.environ.get("AIOTIMELY_CONNECT_TIMEOUT", "30"))
-        cluster = Cluster(addresses, process, workers, key.encode() if isinstance(key, str) else key,
+        cluster = Cluster(addresses, process, workers, shared_secret(secret, "a computation over several processes"),
                           allow_pickle=pickle, connect_timeout=connect_timeout)
         await cluster.start()
         computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True)

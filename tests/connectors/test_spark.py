@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
-from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, foreach_batch_sink  # noqa: E402
+from aiotimely.connectors.spark import (  # noqa: E402
+    AiotimelyForeachWriter,
+    EpochListener,
+    foreach_batch_sink,
+    local_session,
+)
 
 from .spark_writers import FailingWriter  # noqa: E402
 from .test_spark_ingress import Running  # noqa: E402
@@ -22,18 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("spark")
-    os.environ.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                      PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2,3]").appName("aiotimely-tests")   # 3 attempts per task
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.local.dir", str(tmp))
-               .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={tmp}")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    # Spark's Python workers must import tests.connectors.spark_writers
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    session = local_session("local[2,3]", workdir=str(tmp_path_factory.mktemp("spark")), app="aiotimely-tests")
     yield session
     session.stop()
 
