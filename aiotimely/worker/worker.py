@@ -123,6 +123,7 @@ class Worker:
         self._done_waiters: list[asyncio.Future] = []
         self._inputs: list = []
         self._probes: list = []
+        self._built = False
         self._rounds = 0
         self._operators_run = 0
 
@@ -256,7 +257,7 @@ class Worker:
         if self._active:
             return False
         if not self._dataflows:
-            return True
+            return self._built  # a worker still building may yet feed the others
         if not self._done_waiters or any(inp.is_open() for inp in self._inputs):
             return False
         for dataflow in self._dataflows.values():
@@ -320,6 +321,8 @@ class Worker:
                                "or aiotimely.execute(...)")
 
     def _close_inputs(self) -> None:
+        """The worker's building is over (its build returned, or its block ended): close what it left open."""
+        self._built = True
         for inp in self._inputs:
             if inp.is_open():
                 inp.close()

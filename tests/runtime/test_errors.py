@@ -246,3 +246,18 @@ def test_a_dropped_reference_to_a_capability_releases_it():
         gc.collect()
 
     at.execute(build)
+
+
+def test_a_worker_still_building_is_not_taken_for_stuck(run):
+    """Workers 1 and 2 wait for worker 0, whose build is still awaiting something: no false alarm."""
+
+    async def build(worker):
+        if worker.index == 0:
+            await asyncio.sleep(0.3)          # e.g. connecting somewhere before building its dataflow
+        inp = at.InputHandle()
+        got = []
+        worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: 0).inspect(got.append))
+        inp.send(worker.index)
+        return got
+
+    assert sorted(run(build, workers=3)[0]) == [0, 1, 2]
