@@ -7,6 +7,7 @@ that is not installed is reported as skipped, not as a failure.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -21,6 +22,13 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = Path(os.environ.get("AIOTIMELY_ANCHORS", ROOT.parent / "shared" / "anchors"))
 RESULTS = ROOT / "benchmarks" / "results"
+
+
+def command_line(doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """The command line every benchmark starts from: its docstring as help and ``--quick`` for a smoke run."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
 
 
 def stats(samples: list[float]) -> dict[str, float]:

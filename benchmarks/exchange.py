@@ -26,7 +26,7 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, ROOT, have, save, stats, table
+from .common import ANCHORS, ROOT, command_line, have, save, stats, table
 
 RECORDS = 2_000_000
 
@@ -93,8 +93,7 @@ def tcp_bench(loop: str, frames: int, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="100,000 records, one repeat")
+    parser = command_line(__doc__, "100,000 records, one repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args(argv)

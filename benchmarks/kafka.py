@@ -10,14 +10,13 @@ runs from the first record to the last one handled.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from typing import Any
 
 import aiotimely as at
 
-from .common import save, stats, table
+from .common import command_line, save, stats, table
 
 PARTITIONS = 3
 
@@ -105,8 +104,7 @@ def ours_produce(bootstrap: str, topic: str, n: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="10,000 records, one repeat")
+    parser = command_line(__doc__, "10,000 records, one repeat")
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)

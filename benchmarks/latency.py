@@ -26,7 +26,6 @@ by every operator.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from typing import Any
@@ -35,7 +34,7 @@ from sortedcontainers import SortedDict
 
 import aiotimely as at
 
-from .common import save
+from .common import command_line, save
 
 WORDS = [f"w{i}" for i in range(5000)]
 COLLAPSE_NS = 1_000_000_000
@@ -241,8 +240,7 @@ def chain_latency(idiom: str, length: int, ticks: int, period_s: float = 0.001) 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a short run at low rate, two quanta, short chains")
+    parser = command_line(__doc__, "a short run at low rate, two quanta, short chains")
     parser.add_argument("--rate", type=int, nargs="+", default=[25_000, 40_000, 100_000])
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--bits", type=int, nargs="+", default=[24, 20, 16, 12, 8, 4, 0])

@@ -17,7 +17,6 @@ and the ALWAYS / IF_CAPABILITY ratio.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import resource
@@ -27,7 +26,7 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import save
+from .common import command_line, save
 
 ALWAYS, IF_CAPABILITY = at.FrontierInterest.ALWAYS, at.FrontierInterest.IF_CAPABILITY
 
@@ -104,8 +103,7 @@ async def measure(dataflows: int, filters: int, steps: int, interest: at.Frontie
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="D=20, K in (10, 50), 5 steps")
+    parser = command_line(__doc__, "D=20, K in (10, 50), 5 steps")
     parser.add_argument("--dataflows", type=int, default=1000)
     parser.add_argument("--filters", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--steps", type=int, default=20)

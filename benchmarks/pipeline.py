@@ -10,12 +10,11 @@ the median of several repeats; every variant's count and sum are checked equal.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import aiotimely as at
 
-from .common import have, in_process_seconds, repeat, run_anchor, save, table, timed
+from .common import command_line, have, in_process_seconds, repeat, run_anchor, save, table, timed
 
 N = 2_000_000
 
@@ -65,8 +64,7 @@ def bytewax_pipeline(batch: int) -> tuple[float, tuple[int, int]]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="200,000 ints, one repeat, no bytewax batch 1")
+    parser = command_line(__doc__, "200,000 ints, one repeat, no bytewax batch 1")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     n = 200_000 if args.quick else N

@@ -12,7 +12,6 @@ timing runs from the query's start to the last row counted.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -27,7 +26,7 @@ import msgpack
 
 import aiotimely as at
 
-from .common import save, stats, table
+from .common import command_line, save, stats, table
 
 HEADER = struct.Struct(">I")
 
@@ -103,8 +102,7 @@ def ours_server(n: int, started: threading.Event, address_box: list, done: list)
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="4,000 rows")
+    parser = command_line(__doc__, "4,000 rows")
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)

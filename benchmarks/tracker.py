@@ -17,15 +17,14 @@ Each figure is the median of several repeats (min/max shown too). Run::
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import random
 import statistics
 import time
-from pathlib import Path
 
 from aiotimely.progress import Antichain, GraphBuilder, Source, Target, Tracker
+
+from .common import command_line, save
 
 
 def chain(n: int):
@@ -112,17 +111,15 @@ def measure(fn, graph, heads, steps, repeats):
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat: a smoke run")
+    parser = command_line(__doc__, "small sizes, one repeat: a smoke run")
     parser.add_argument("--operators", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default="benchmarks/results/tracker.json")
     args = parser.parse_args(argv)
     n = 50 if args.quick else args.operators
     repeats = 1 if args.quick else args.repeats
     steps = {"advance": 20 if args.quick else 400, "records": 200 if args.quick else 50_000}
 
-    results = {"machine": platform.platform(), "python": platform.python_version(), "operators": n, "runs": {}}
+    results: dict = {"operators": n, "runs": {}}
     print(f"tracker microbenchmark: {n} operators, median of {repeats} (min..max); python {platform.python_version()}")
     print(f"{'graph':8} {'workload':9} {'updates/s':>12} {'(min..max)':>22} {'us/step':>9} "
           f"{'frontier changes/step':>22}")
@@ -134,10 +131,7 @@ def main(argv=None) -> dict:
             print(f"{gname:8} {wname:9} {u['median']:12,.0f} {u['min']:10,.0f}..{u['max']:<10,.0f} "
                   f"{r['us_per_step']:9.1f} {r['frontier_changes_per_step']:22.1f}")
     if not args.quick:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2))
-        print(f"wrote {out}")
+        print(f"wrote {save('tracker', results)}")
     return results
 
 

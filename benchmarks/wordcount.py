@@ -12,7 +12,6 @@ work, median of several repeats; every variant's counts are checked equal.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, ROOT, have, in_process_seconds, repeat, run_anchor, save, table, timed
+from .common import ANCHORS, ROOT, command_line, have, in_process_seconds, repeat, run_anchor, save, table, timed
 
 sys.path.insert(0, str(ROOT / "examples"))
 from wordcount import wordcount as book_wordcount  # noqa: E402  (the example is the book's operator)
@@ -150,8 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     if argv[:1] == ["--worker"]:
         _worker_main(argv[1:])
         return {}
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the first 100 lines, one repeat, no bytewax")
+    parser = command_line(__doc__, "the first 100 lines, one repeat, no bytewax")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     path = corpus()
