@@ -24,6 +24,14 @@ if TYPE_CHECKING:
 __all__ = ["Capability", "CapabilityRef"]
 
 
+def _check_time(op: OperatorRuntime, time: Any, action: str) -> None:
+    """Refuse a time that is not of the operator's timestamp type, naming the operator."""
+    try:
+        op.ttype.check_time(time)
+    except (TypeError, ValueError) as e:
+        raise CapabilityError(f"{op.describe()}: cannot {action} to {time!r}: {e}") from None
+
+
 class Capability:
     """Permission to send records at :attr:`time` on one output of an operator.
 
@@ -62,12 +70,8 @@ class Capability:
             raise CapabilityError(f"{self._op.describe()}: cannot {action} a capability after the operator finished")
 
     def _check_later(self, time: Any, action: str) -> None:
-        ttype = self._op.ttype
-        try:
-            ttype.check_time(time)
-        except (TypeError, ValueError) as e:
-            raise CapabilityError(f"{self._op.describe()}: cannot {action} to {time!r}: {e}") from None
-        if not ttype.less_equal(self._time, time):
+        _check_time(self._op, time, action)
+        if not self._op.ttype.less_equal(self._time, time):
             raise CapabilityError(
                 f"{self._op.describe()}: cannot {action} a capability at time {self._time!r} to {time!r}: "
                 f"the new time must not be earlier than (or incomparable to) {self._time!r}"
@@ -118,8 +122,7 @@ class Capability:
                 self._live = False
                 op = self._op
                 if threading.get_ident() == op.worker._thread_id:
-                    op._capability_changed(self._output, self._time, -1)
-                    op.worker.activate(op.path)
+                    op._release_from_gc(self._output, self._time)
                 else:
                     op.worker._call_soon_threadsafe(op._release_from_gc, self._output, self._time)
         except Exception:  # pragma: no cover - interpreter shutdown
@@ -161,10 +164,7 @@ class CapabilityRef:
         """A capability at ``time`` for ``output``: allowed if some path from this input gets there by ``time``."""
         self._check_valid()
         op = self._op
-        try:
-            op.ttype.check_time(time)
-        except (TypeError, ValueError) as e:
-            raise CapabilityError(f"{op.describe()}: cannot delay to {time!r}: {e}") from None
+        _check_time(op, time, "delay")
         if not op.reaches(self._input, output, self._time, time):
             raise CapabilityError(
                 f"{op.describe()}: a record at time {self._time!r} on input {self._input} cannot justify a "

@@ -153,6 +153,10 @@ class OperatorRuntime:
         else:
             held.pop(key, None)
 
+    def _release_all(self) -> None:
+        for (output, time), n in list(self._held.items()):
+            self._capability_changed(output, time, -n)
+
     def _release_from_gc(self, output: int, time: Any) -> None:
         if not self.done:
             self._capability_changed(output, time, -1)
@@ -208,8 +212,7 @@ class OperatorRuntime:
             else:
                 if self._drop_initial:
                     self._drop_initial = False
-                    for (output, time), n in list(self._held.items()):
-                        self._capability_changed(output, time, -n)
+                    self._release_all()
                 self._function()
                 if not self._held and self.inputs_complete():
                     self.done = True
@@ -253,8 +256,7 @@ class OperatorRuntime:
 
     def _finish(self) -> None:
         """The logic returned: give up whatever it still holds, and discard later input."""
-        for (output, time), n in list(self._held.items()):
-            self._capability_changed(output, time, -n)
+        self._release_all()
         self.done = True
         self._coro = None
         self._discard_input()

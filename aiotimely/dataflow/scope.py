@@ -87,7 +87,7 @@ class Scope:
         self._check_building()
         child = Scope(self.worker, self.dataflow, refinement, name=name, parent=self)
         if fn is None:
-            return _ScopeContext(child)
+            return BuildContext(child, child._finish)
         result = fn(child)
         child._finish()
         return result
@@ -222,22 +222,22 @@ class LoopHandle:
         op.scope._loops.append(self)
 
 
-class _ScopeContext:
-    """``with``/``async with`` form of ``region()`` and ``iterative()``: builds the scope on exit."""
+class BuildContext:
+    """The ``with``/``async with`` form of building a scope: the block fills it, ``build()`` runs on exit."""
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope, build: Callable[[], Any]) -> None:
         self.scope = scope
+        self._build = build
 
     def __enter__(self) -> Scope:
         return self.scope
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
-            self.scope._finish()
+            self._build()
 
     async def __aenter__(self) -> Scope:
         return self.scope
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
         self.__exit__(exc_type, exc, tb)
-

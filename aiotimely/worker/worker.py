@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable, NamedTuple
 
 from ..comm.local import LocalFabric
-from ..dataflow.scope import Scope
+from ..dataflow.scope import BuildContext, Scope
 from ..errors import DataflowError
 from ..progress import Refinement, timestamp_type
 
@@ -140,7 +140,7 @@ class Worker:
         self._next_dataflow += 1
         dataflow = Dataflow(self, index, name or f"dataflow-{index}", timestamp)
         if fn is None:
-            return _DataflowContext(self, dataflow)
+            return BuildContext(dataflow.root, lambda: self._install(dataflow))
         result = fn(dataflow.root)
         if asyncio.iscoroutine(result):
             result.close()
@@ -359,23 +359,3 @@ class Worker:
     def __repr__(self) -> str:
         return f"Worker(index={self.index}, peers={self.peers})"
 
-
-class _DataflowContext:
-    """``async with worker.dataflow() as scope:`` (or plain ``with``): build the dataflow on exit."""
-
-    def __init__(self, worker: Worker, dataflow: Dataflow) -> None:
-        self.worker = worker
-        self.dataflow = dataflow
-
-    def __enter__(self) -> Scope:
-        return self.dataflow.root
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.worker._install(self.dataflow)
-
-    async def __aenter__(self) -> Scope:
-        return self.dataflow.root
-
-    async def __aexit__(self, exc_type, exc, tb) -> None:
-        self.__exit__(exc_type, exc, tb)
