@@ -49,6 +49,16 @@ class _NextActivation:
 NEXT_ACTIVATION = _NextActivation()
 
 
+def push_to_all(pushers: list[Callable[[Any, list], None]], time: Any, batch: list) -> None:
+    """Hand ``batch`` to every pusher: a copy to all but the last, so each consumer may keep or change its own."""
+    if len(pushers) == 1:
+        pushers[0](time, batch)
+    elif pushers:
+        last = len(pushers) - 1
+        for i, push in enumerate(pushers):
+            push(time, batch if i == last else list(batch))
+
+
 class OutputPort:
     """An operator output: counts records per time, hands batches to the consumers' pushers.
 
@@ -70,13 +80,7 @@ class OutputPort:
     def push(self, time: Any, batch: list) -> None:
         """Send ``batch`` at ``time`` to every consumer."""
         self.produced.update(time, len(batch))
-        pushers = self.pushers
-        if len(pushers) == 1:
-            pushers[0](time, batch)
-        elif pushers:
-            last = len(pushers) - 1
-            for i, push in enumerate(pushers):
-                push(time, batch if i == last else list(batch))
+        push_to_all(self.pushers, time, batch)
 
     def _switch(self, session: Session) -> None:
         if self._buffer:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...errors import GraphError
 from ...progress import FrontierInterest, Source, Target
 from ..operator import OperatorRuntime
+from ..ports import push_to_all
 from .common import output_stream
 
 if TYPE_CHECKING:
@@ -39,10 +40,7 @@ class _EnterPort:
         scope = self._scope
         scope.progress.entered(self._input, inner, len(batch))
         scope.worker.activate(scope.path)
-        pushers = self.pushers
-        last = len(pushers) - 1
-        for i, push in enumerate(pushers):
-            push(inner, batch if i == last else list(batch))
+        push_to_all(self.pushers, inner, batch)
 
 
 class _LeavePort:
@@ -56,10 +54,7 @@ class _LeavePort:
 
     def __call__(self, time: Any, batch: list) -> None:
         outer = self._to_outer(time)
-        pushers = self.pushers
-        last = len(pushers) - 1
-        for i, push in enumerate(pushers):
-            push(outer, batch if i == last else list(batch))
+        push_to_all(self.pushers, outer, batch)
 
 
 def enter(stream: Stream, inner: Scope) -> Stream:
