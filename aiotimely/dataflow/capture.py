@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple,
 
 from ..progress import ChangeBatch, FrontierInterest
 from .operator import OperatorRuntime
-from .operators.common import output_stream
+from .operators.common import output_stream, watch_frontier
 
 if TYPE_CHECKING:
     from .scope import Scope
@@ -108,15 +108,13 @@ def capture_into(stream: Stream, sink: Any) -> None:
     """Push the stream's events to ``sink`` (``sink.push(event)``) as they happen; ``sink.close()`` at the end."""
     op = OperatorRuntime(stream.scope, "Capture", 1, 0, interest=FrontierInterest.ALWAYS)
     op.connect(0, stream)
-    op.frontier_changes = [[]]
+    take_changes = watch_frontier(op)  # replay starts from {minimum}
     queue = op.mailboxes[0].queue
     consumed = op.progress.shared.consumeds[0]
     push = sink.push if hasattr(sink, "push") else sink
     attach = getattr(sink, "attach", None)
     if attach is not None:
         attach(op.ttype)
-    first = [True]
-    minimum = op.ttype.minimum
     inp = op.inputs[0]
 
     def run() -> None:
@@ -124,12 +122,8 @@ def capture_into(stream: Stream, sink: Any) -> None:
             time, batch = queue.popleft()
             consumed.update(time, len(batch))
             push(Messages(time, batch))
-        changes = op.frontier_changes[0]
-        if first[0]:
-            first[0] = False
-            changes.append((minimum, -1))  # replay starts from {minimum}
+        changes = take_changes()
         if changes:
-            op.frontier_changes[0] = []
             net = ChangeBatch(changes).drain()
             if net:
                 push(Progress(net))

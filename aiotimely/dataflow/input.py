@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 from ..errors import CapabilityError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
 from .operator import OperatorRuntime
-from .operators.common import output_stream
+from .operators.common import output_stream, watch_frontier
 from .ports import BATCH_SIZE, OperatorOutput
 
 if TYPE_CHECKING:
@@ -204,20 +204,14 @@ def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
     op = OperatorRuntime(stream.scope, "Probe", 1, 1, interest=FrontierInterest.ALWAYS)
     inp = op.connect(0, stream)
     handle._attach(op)
-    op.frontier_changes = [[]]
+    take_changes = watch_frontier(op)
     out = op.outputs[0]
     queue = op.mailboxes[0].queue
     consumed = op.progress.shared.consumeds[0]
-    first = [True]
-    minimum = op.ttype.minimum
 
     def run() -> None:
-        changes = op.frontier_changes[0]
-        if first[0]:
-            first[0] = False
-            changes.append((minimum, -1))
+        changes = take_changes()
         if changes:
-            op.frontier_changes[0] = []
             handle._update(changes)
         while queue:
             time, batch = queue.popleft()
