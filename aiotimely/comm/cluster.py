@@ -27,155 +27,22 @@ from typing import Any, Callable, Hashable
 from ..errors import ClusterError
 from ..progress.batch import ProgressBatch
 from .codec import CodecError, RecordCodec
-from .framing import ALL, MAX_FRAME, Frame, FrameDecoder, FrameError, Kind, encode_frame
-from .handshake import Acceptor, Dialer, HandshakeError
+from .framing import ALL, Frame, Kind, encode_frame
+from .handshake import Acceptor, Dialer
+from .link import Link, LinkHandler, connect, parse_address
 from .local import LocalFabric, Mailbox
 
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
 log = logging.getLogger("aiotimely.cluster")
 
-HIGH_WATER = 4 * 1024 * 1024
-LOW_WATER = 1024 * 1024
 MAILBOX_HIGH = 256      # batches waiting in one mailbox before reading from that peer pauses
-HANDSHAKE_TIMEOUT = 5.0
-HANDSHAKE_MAX_FRAME = 4096  # nobody unauthenticated gets to make us buffer more than this
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ClusterError(f"address {address!r} is not host:port")
-    return host or "127.0.0.1", int(port)
-
-
-class _Connection(asyncio.Protocol):
-    """One TCP connection: the handshake, then frames to and from one peer process."""
-
-    def __init__(self, cluster: Cluster, dialer: Dialer | None = None) -> None:
-        self.cluster = cluster
-        self.decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
-        self.transport: asyncio.Transport | None = None
-        self.dialer = dialer
-        self.acceptor: Acceptor | None = None
-        self.peer: int | None = dialer.expect if dialer else None
-        self.established = False
-        self.said_bye = False
-        self.writable = asyncio.get_running_loop().create_future()
-        self.writable.set_result(None)
-        self.ready = asyncio.get_running_loop().create_future()
-        self._timeout: asyncio.TimerHandle | None = None
-
-    # -- asyncio callbacks --------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)  # type: ignore[attr-defined]
-        self._timeout = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
-        if self.dialer is not None:
-            transport.write(self.dialer.start())  # type: ignore[attr-defined]
-        else:
-            cluster = self.cluster
-            self.acceptor = Acceptor(cluster.secret, cluster.processes, cluster.index, cluster._may_dial_in)
-
-    def data_received(self, data: bytes) -> None:
-        decoder = self.decoder
-        decoder.append(data)
-        on_frame = self.cluster._on_frame
-        while True:
-            try:
-                frame = decoder.next_frame()
-            except FrameError as e:
-                self._reject(f"malformed frames: {e}")
-                return
-            if frame is None:
-                return
-            if self.established:
-                on_frame(self, frame)
-            elif not self._handshake(frame):
-                return
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timeout is not None:
-            self._timeout.cancel()
-        if not self.ready.done():
-            if self.acceptor is not None and self.acceptor.peer is not None:
-                log.warning("aiotimely process %d refused a connection from process %d: it left during the "
-                            "handshake (it may not know the shared secret)", self.cluster.index, self.acceptor.peer)
-            self.ready.set_exception(ClusterError(f"connection to process {self.peer} closed during the handshake"))
-            self.ready.exception()  # looked at: no "never retrieved" warning
-        if not self.writable.done():
-            self.writable.set_result(None)
-        if self.established:
-            self.cluster._on_lost(self, exc)
-
-    def pause_writing(self) -> None:
-        self.writable = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if not self.writable.done():
-            self.writable.set_result(None)
-
-    # -- handshake --------------------------------------------------------------
-
-    def _handshake(self, frame: Frame) -> bool:
-        try:
-            if self.dialer is not None:
-                reply = self.dialer.receive(frame)
-                done = self.dialer.done
-            else:
-                reply = self.acceptor.receive(frame)
-                done = self.acceptor.done
-                self.peer = self.acceptor.peer
-        except HandshakeError as e:
-            self._reject(f"handshake failed: {e}")
-            return False
-        if reply:
-            self.transport.write(reply)
-        if done:
-            self.established = True
-            self.decoder.limit(MAX_FRAME)
-            if self._timeout is not None:
-                self._timeout.cancel()
-            self.cluster._on_established(self)
-            if not self.ready.done():
-                self.ready.set_result(None)
-        return True
-
-    def _handshake_timeout(self) -> None:
-        if not self.established:
-            self._reject(f"no handshake within {HANDSHAKE_TIMEOUT:g} s")
-
-    def _reject(self, why: str) -> None:
-        peername = self.transport.get_extra_info("peername") if self.transport else None
-        if self.established:
-            self.cluster._fail(ClusterError(f"process {self.peer} sent {why}"))
-        else:
-            if self.dialer is not None:
-                log.warning("aiotimely process %d: connecting to process %d failed: %s",
-                            self.cluster.index, self.dialer.expect, why)
-            else:
-                log.warning("aiotimely process %d refused a connection from %s: %s",
-                            self.cluster.index, peername, why)
-            if not self.ready.done():
-                self.ready.set_exception(ClusterError(why))
-                self.ready.exception()
-        if self.transport is not None:
-            self.transport.abort()
-
-    # -- sending ----------------------------------------------------------------
-
-    def send(self, data: bytes) -> None:
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(data)
-
-    def congested(self) -> bool:
-        return not self.writable.done()
-
-
-class Cluster:
+class Cluster(LinkHandler):
     """This process's place in a computation of ``processes`` processes with ``workers`` workers each."""
+
+    log = log
 
     def __init__(
         self,
@@ -194,12 +61,13 @@ class Cluster:
         if not secret:
             raise ClusterError("a cluster needs a shared secret: pass secret=... or set AIOTIMELY_SECRET")
         self.index = index
+        self.name = f"aiotimely process {index}"
         self.workers = workers
         self.secret = secret
         self.connect_timeout = connect_timeout
         self.codec = RecordCodec(allow_pickle=allow_pickle)
         self.fabric = ClusterFabric(self)
-        self.connections: dict[int, _Connection] = {}
+        self.connections: dict[int, Link] = {}
         self.on_failure: Callable[[BaseException], None] | None = None
         self.error: BaseException | None = None
         self._server: asyncio.Server | None = None
@@ -217,7 +85,9 @@ class Cluster:
         loop = asyncio.get_running_loop()
         host, port = self.addresses[self.index]
         try:
-            self._server = await loop.create_server(lambda: _Connection(self), host, port, reuse_address=True)
+            self._server = await loop.create_server(
+                lambda: Link(Acceptor(self.secret, self.processes, self.index, self._may_dial_in), self),
+                host, port, reuse_address=True)
         except OSError as e:
             raise ClusterError(f"process {self.index} cannot listen on {host}:{port}: {e}") from None
         self._all_connected = loop.create_future()
@@ -236,24 +106,13 @@ class Cluster:
                 dial.cancel()
 
     async def _dial(self, peer: int) -> None:
-        loop = asyncio.get_running_loop()
-        host, port = self.addresses[peer]
-        delay = 0.02
-        while peer not in self.connections:
-            try:
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(self, Dialer(self.secret, self.processes, self.index, peer)), host, port)
-                await conn.ready
-                return
-            except (OSError, ClusterError) as e:
-                log.debug("process %d dialing process %d: %s; retrying", self.index, peer, e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
+        await connect(lambda: Link(Dialer(self.secret, self.processes, self.index, peer), self),
+                      self.addresses[peer], log=log)
 
     def _may_dial_in(self, peer: int) -> bool:
         return peer > self.index and peer not in self.connections and not self._closing
 
-    def _on_established(self, conn: _Connection) -> None:
+    def link_established(self, conn: Link) -> None:
         self.connections[conn.peer] = conn
         log.debug("process %d connected to process %d", self.index, conn.peer)
         if len(self.connections) == self.processes - 1 and not self._all_connected.done():
@@ -261,13 +120,12 @@ class Cluster:
 
     # -- frames in --------------------------------------------------------------
 
-    def _on_frame(self, conn: _Connection, frame: Frame) -> None:
+    def frame_received(self, conn: Link, frame: Frame) -> None:
         kind = frame.kind
         try:
             if kind is Kind.DATA or kind is Kind.PROGRESS:
                 self.fabric.deliver(conn, frame)
             elif kind is Kind.BYE:
-                conn.said_bye = True
                 self._byes.add(conn.peer)
                 self._check_byes()
             elif kind is Kind.ERROR:
@@ -276,12 +134,15 @@ class Cluster:
             else:
                 raise ClusterError(f"unexpected {kind.name} frame")
         except (CodecError, ValueError, TypeError, ClusterError) as e:
-            conn._reject(f"a bad {kind.name} frame ({e})")
+            conn.reject(f"a bad {kind.name} frame ({e})")
 
-    def _on_lost(self, conn: _Connection, exc: Exception | None) -> None:
+    def link_broken(self, conn: Link, why: str) -> None:
+        self._fail(ClusterError(f"process {conn.peer} sent {why}"))
+
+    def link_lost(self, conn: Link, exc: Exception | None) -> None:
         if self.connections.get(conn.peer) is conn:
             del self.connections[conn.peer]
-        if conn.said_bye or self._closing:
+        if conn.peer in self._byes or self._closing:
             return
         host, port = self.addresses[conn.peer]
         reason = f": {exc}" if exc else ""
@@ -388,9 +249,9 @@ class ClusterFabric(LocalFabric):
         self.first = cluster.index * cluster.workers
         self.local = range(self.first, self.first + cluster.workers)
         self._ttypes: dict[Hashable, Any] = {}
-        self._waiting: dict[Hashable, list[tuple[_Connection, Frame]]] = {}
+        self._waiting: dict[Hashable, list[tuple[Link, Frame]]] = {}
         self._remote: dict[tuple[Hashable, int, int], _RemoteMailbox] = {}
-        self._full: list[tuple[Mailbox, _Connection]] = []
+        self._full: list[tuple[Mailbox, Link]] = []
         self._paused = False
 
     def mailbox(self, channel: Hashable, worker: int) -> Any:
@@ -428,9 +289,9 @@ class ClusterFabric(LocalFabric):
             try:
                 self._deliver(conn, frame, ttype)
             except (CodecError, ValueError, TypeError, ClusterError) as e:
-                conn._reject(f"a bad {frame.kind.name} frame ({e})")
+                conn.reject(f"a bad {frame.kind.name} frame ({e})")
 
-    def deliver(self, conn: _Connection, frame: Frame) -> None:
+    def deliver(self, conn: Link, frame: Frame) -> None:
         """A DATA or PROGRESS frame from a peer: decode it into the right mailbox(es)."""
         channel = (frame.dataflow, frame.channel)
         ttype = self._ttypes.get(channel)
@@ -439,7 +300,7 @@ class ClusterFabric(LocalFabric):
             return
         self._deliver(conn, frame, ttype)
 
-    def _deliver(self, conn: _Connection, frame: Frame, ttype: Any) -> None:
+    def _deliver(self, conn: Link, frame: Frame, ttype: Any) -> None:
         channel = (frame.dataflow, frame.channel)
         if frame.kind is Kind.PROGRESS:
             batch = ProgressBatch.decode(frame.payload, ttype)

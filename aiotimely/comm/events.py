@@ -15,10 +15,10 @@ from typing import Any
 
 from ..dataflow.capture import Captured, Messages, Progress
 from ..errors import ClusterError
-from .cluster import HANDSHAKE_TIMEOUT, parse_address
 from .codec import CodecError, RecordCodec
-from .framing import Frame, FrameDecoder, FrameError, Kind, encode_frame
-from .handshake import Acceptor, Dialer, HandshakeError, shared_secret
+from .framing import Frame, Kind, encode_frame
+from .handshake import Acceptor, Dialer, shared_secret
+from .link import Link, LinkHandler, connect, parse_address
 
 __all__ = ["EventWriter", "EventReader"]
 
@@ -29,67 +29,48 @@ def _secret(secret: str | bytes | None) -> bytes:
     return shared_secret(secret, "captured streams over TCP")
 
 
-class _Link(asyncio.Protocol):
-    """A connection that runs the handshake, then hands frames to ``on_frame``."""
+class _Events(LinkHandler):
+    """Either end of a captured stream over TCP; the reading end turns frames into events."""
 
-    def __init__(self, shake: Dialer | Acceptor, on_frame=None, on_lost=None) -> None:
-        self.shake = shake
-        self.on_frame = on_frame
-        self.on_lost = on_lost
-        self.decoder = FrameDecoder(4096)
-        self.transport: asyncio.Transport | None = None
-        self.ready = asyncio.get_running_loop().create_future()
+    name = "aiotimely event stream"
+    log = log
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        if isinstance(self.shake, Dialer):
-            transport.write(self.shake.start())  # type: ignore[attr-defined]
-        asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._fail, "no handshake in time")
+    def __init__(self, codec: RecordCodec, captured: Captured | None = None, address: str = "") -> None:
+        self.codec = codec
+        self.captured = captured
+        self.address = address
 
-    def data_received(self, data: bytes) -> None:
-        self.decoder.append(data)
+    def frame_received(self, link: Link, frame: Frame) -> None:
+        captured = self.captured
+        if captured is None:
+            return
         try:
-            while (frame := self.decoder.next_frame()) is not None:
-                if self.shake.done:
-                    self.on_frame(frame)
-                    continue
-                reply = self.shake.receive(frame)
-                if reply:
-                    self.transport.write(reply)
-                if self.shake.done:
-                    self.decoder.limit(1 << 28)
-                    if not self.ready.done():
-                        self.ready.set_result(self)
-        except (FrameError, HandshakeError, CodecError) as e:
-            self._fail(str(e))
+            if frame.kind is Kind.EVENTS:
+                tag, *rest = self.codec.unpack(frame.payload)
+                captured.push(Messages(rest[0], rest[1]) if tag == "M" else Progress([tuple(c) for c in rest[0]]))
+            elif frame.kind is Kind.BYE:
+                captured.close()
+        except (CodecError, ValueError, TypeError, IndexError) as e:
+            link.reject(f"a bad {frame.kind.name} frame ({e})")
 
-    def _fail(self, why: str) -> None:
-        if self.shake.done:
-            if self.ready.done() and self.on_lost and self.transport and not self.transport.is_closing():
-                self.on_lost(ClusterError(f"bad event stream: {why}"))
-        else:
-            log.warning("event stream connection refused: %s", why)
-            if not self.ready.done():
-                self.ready.set_exception(ClusterError(why))
-                self.ready.exception()
-        if self.transport is not None:
-            self.transport.abort()
+    def link_broken(self, link: Link, why: str) -> None:
+        self._end(ClusterError(f"bad event stream: {why}"))
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.ready.done():
-            if isinstance(self.shake, Acceptor) and self.shake.peer is not None:
-                log.warning("event stream connection refused: the writer left during the handshake "
-                            "(it may not know the shared secret)")
-            self.ready.set_exception(ClusterError("the connection closed during the handshake"))
-            self.ready.exception()
-        elif self.on_lost is not None:
-            self.on_lost(None)
+    def link_lost(self, link: Link, exc: Exception | None) -> None:
+        self._end(ClusterError(f"the computation sending the captured stream to {self.address} disconnected "
+                               "before it was complete"))
+
+    def _end(self, error: ClusterError) -> None:
+        captured = self.captured
+        if captured is not None and not captured.closed:
+            captured.error = error
+            captured.close()
 
 
 class EventWriter:
     """The sending end of a captured stream: ``stream.capture_into(writer)``."""
 
-    def __init__(self, link: _Link, codec: RecordCodec) -> None:
+    def __init__(self, link: Link, codec: RecordCodec) -> None:
         self._link = link
         self._codec = codec
         self._encode = None
@@ -99,20 +80,14 @@ class EventWriter:
                       allow_pickle: bool = False) -> EventWriter:
         """Connect to an :meth:`EventReader.accept` at ``address`` (``host:port``), retrying while it starts."""
         key = _secret(secret)
-        host, port = parse_address(address)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        delay = 0.02
-        while True:
-            try:
-                _, link = await loop.create_connection(lambda: _Link(Dialer(key, 2, 1, expect=0)), host, port)
-                await link.ready
-                return cls(link, RecordCodec(allow_pickle=allow_pickle))
-            except (OSError, ClusterError) as e:
-                if loop.time() > deadline:
-                    raise ClusterError(f"could not deliver a captured stream to {address}: {e}") from None
-                await asyncio.sleep(delay)
-                delay = min(2 * delay, 0.5)
+        codec = RecordCodec(allow_pickle=allow_pickle)
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            link = await connect(lambda: Link(Dialer(key, 2, 1, expect=0), _Events(codec)), parse_address(address),
+                                 deadline=deadline)
+        except (OSError, ClusterError) as e:
+            raise ClusterError(f"could not deliver a captured stream to {address}: {e}") from None
+        return cls(link, codec)
 
     def attach(self, ttype: Any) -> None:
         self._encode = ttype.encode
@@ -123,7 +98,7 @@ class EventWriter:
             payload = self._codec.pack(("M", encode(event.time), event.records))
         else:
             payload = self._codec.pack(("P", [(encode(t), d) for t, d in event.changes]))
-        self._link.transport.write(encode_frame(Kind.EVENTS, payload))
+        self._link.send(encode_frame(Kind.EVENTS, payload))
 
     def close(self) -> None:
         transport = self._link.transport
@@ -146,25 +121,12 @@ class EventReader:
         key = _secret(secret)
         host, port = parse_address(address)
         loop = asyncio.get_running_loop()
-        codec = RecordCodec(allow_pickle=allow_pickle)
         captured = Captured(closed=False, encoded=True)
+        events = _Events(RecordCodec(allow_pickle=allow_pickle), captured, address)
         accepted: asyncio.Future = loop.create_future()
 
-        def on_frame(frame: Frame) -> None:
-            if frame.kind is Kind.EVENTS:
-                tag, *rest = codec.unpack(frame.payload)
-                captured.push(Messages(rest[0], rest[1]) if tag == "M" else Progress([tuple(c) for c in rest[0]]))
-            elif frame.kind is Kind.BYE:
-                captured.close()
-
-        def on_lost(error: Exception | None) -> None:
-            if not captured.closed:
-                captured.error = error or ClusterError(
-                    f"the computation sending the captured stream to {address} disconnected before it was complete")
-                captured.close()
-
-        def protocol() -> _Link:
-            link = _Link(Acceptor(key, 2, 0, allowed=lambda i: not accepted.done()), on_frame, on_lost)
+        def protocol() -> Link:
+            link = Link(Acceptor(key, 2, 0, allowed=lambda i: not accepted.done()), events)
             link.ready.add_done_callback(
                 lambda f: accepted.done() or f.exception() is not None or accepted.set_result(None))
             return link

@@ -32,9 +32,9 @@ from typing import Any
 
 import msgpack
 
-from ..comm.cluster import HANDSHAKE_MAX_FRAME, HANDSHAKE_TIMEOUT, parse_address
-from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, FrameError, Kind, encode_frame
-from ..comm.handshake import Acceptor, Dialer, HandshakeError, shared_secret
+from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
+from ..comm.handshake import Acceptor, Dialer, shared_secret
+from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
 from ..errors import ClusterError
 from .aiter import TimePolicy, from_aiter
 
@@ -274,55 +274,34 @@ class _Ingress:
         raise ValueError(f"unknown message {kind!r}")
 
 
-class _IngressConnection(asyncio.Protocol):
-    def __init__(self, ingress: _Ingress, secret: bytes) -> None:
+class _IngressConnection(LinkHandler):
+    """One connection from a Spark task: its messages, and the attempt it is in the middle of."""
+
+    log = log
+
+    def __init__(self, ingress: _Ingress) -> None:
         self.ingress = ingress
-        self.acceptor = Acceptor(secret, 2, 0, allowed=lambda i: True)
-        self.decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
+        self.name = ingress.name
         self.attempt: _Attempt | None = None
-        self.transport: asyncio.Transport | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._timeout)
-
-    def _timeout(self) -> None:
-        if not self.acceptor.done:
-            self._refuse("no handshake in time")
-
-    def _refuse(self, why: str) -> None:
-        peer = self.transport.get_extra_info("peername") if self.transport else None
-        log.warning("%s refused a connection from %s: %s", self.ingress.name, peer, why)
-        if self.transport is not None:
-            self.transport.abort()
-
-    def data_received(self, data: bytes) -> None:
-        self.decoder.append(data)
+    def frame_received(self, link: Link, frame: Frame) -> None:
         try:
-            while (frame := self.decoder.next_frame()) is not None:
-                if not self.acceptor.done:
-                    self.transport.write(self.acceptor.receive(frame))
-                    if self.acceptor.done:
-                        self.decoder.limit(MAX_FRAME)
-                    continue
-                if frame.kind is not Kind.DATA:
-                    raise ValueError(f"unexpected {frame.kind.name} frame")
-                try:
-                    message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
-                except Exception as e:
-                    raise ValueError(f"malformed message: {e}") from None
-                if not isinstance(message, tuple) or not message:
-                    raise ValueError("malformed message")
-                self.attempt, reply = self.ingress.handle(self.attempt, message)
-                if reply is not None:
-                    self.transport.write(encode_frame(Kind.DATA, msgpack.packb(reply)))
-        except (FrameError, HandshakeError, ValueError, TypeError, IndexError) as e:
-            self._refuse(str(e))
+            if frame.kind is not Kind.DATA:
+                raise ValueError(f"unexpected {frame.kind.name} frame")
+            try:
+                message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
+            except Exception as e:
+                raise ValueError(f"malformed message: {e}") from None
+            if not isinstance(message, tuple) or not message:
+                raise ValueError("malformed message")
+            self.attempt, reply = self.ingress.handle(self.attempt, message)
+        except (ValueError, TypeError, IndexError) as e:
+            link.reject(str(e))
+            return
+        if reply is not None:
+            link.send(encode_frame(Kind.DATA, msgpack.packb(reply)))
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.acceptor.done and self.acceptor.peer is not None:
-            log.warning("%s refused a connection: it left during the handshake (it may not know the shared "
-                        "secret)", self.ingress.name)
+    def link_lost(self, link: Link, exc: Exception | None) -> None:
         if self.attempt is not None:
             self.ingress.attempts_discarded += 1
             log.info("%s: a connection closed in the middle of epoch %d partition %d; its rows are discarded",
@@ -368,7 +347,8 @@ def ingress(
 
     async def rows():
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _IngressConnection(state, key), host, port)
+        server = await loop.create_server(
+            lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: True), _IngressConnection(state)), host, port)
         try:
             listening = server.sockets[0].getsockname()
             if ready is not None and not ready.done():

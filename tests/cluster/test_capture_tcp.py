@@ -65,4 +65,39 @@ asyncio.run(main())
     finally:
         recv.kill()
         _, err = recv.communicate()
-    assert "event stream connection refused" in err and "shared secret" in err
+    assert "event stream refused a connection" in err and "shared secret" in err
+
+
+def test_a_live_captured_stream_outlives_the_handshake_time_limit(monkeypatch):
+    """The handshake's time limit is for the handshake: a stream still sending after it goes on."""
+    import asyncio
+
+    import aiotimely as at
+    from aiotimely.comm import link
+
+    monkeypatch.setattr(link, "HANDSHAKE_TIMEOUT", 0.2)
+    port = consecutive_free_ports(1)
+
+    async def main():
+        address = f"127.0.0.1:{port}"
+        accepting = asyncio.ensure_future(at.EventReader.accept(address, secret="s"))
+        writer = await at.EventWriter.connect(address, secret="s")
+        captured = await accepting
+        async with at.Worker() as worker:
+            inp = at.InputHandle()
+            worker.dataflow(lambda s: inp.to_stream(s).capture_into(writer))
+            for t in range(6):
+                inp.send(t)
+                inp.advance_to(t + 1)
+                await worker.step()
+                await asyncio.sleep(0.1)                # 0.6 s in all: three time limits
+        for _ in range(100):
+            if captured.closed:
+                break
+            await asyncio.sleep(0.02)
+        return captured
+
+    captured = asyncio.run(main())
+    assert captured.error is None
+    assert captured.closed
+    assert [records for _, records in captured.extract()] == [[t] for t in range(6)]
