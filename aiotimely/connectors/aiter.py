@@ -16,16 +16,12 @@ it says what has really been delivered.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time as _time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..dataflow.input import source
-from ..dataflow.operators.common import output_stream
-from ..dataflow.operator import OperatorRuntime
 from ..errors import DataflowError
-from ..progress import FrontierInterest
 
 __all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
 
@@ -256,17 +252,12 @@ def to_async(
     """
     if per not in ("batch", "record"):
         raise ValueError(f"per must be 'batch' or 'record', not {per!r}")
-    if not (inspect.iscoroutinefunction(fn) or callable(fn)):
+    if not callable(fn):
         raise TypeError(f"{name}: fn must be an async callable")
-    op = OperatorRuntime(stream.scope, name, 1, 1, interest=FrontierInterest.ALWAYS)
-    inp = op.connect(0, stream)
-    out_port = op.outputs[0]
-    from ..dataflow.ports import OperatorOutput
-
-    output = OperatorOutput(out_port)
 
     async def logic(input, output, cap):
         cap.drop()
+        activator = output.activator()
         running: set = set()
         done_queue: list = []
 
@@ -292,9 +283,7 @@ def to_async(
             _deliver(done_queue, output)
         _deliver(done_queue, output)
 
-    activator = op.activator()
-    op.run_coroutine(logic(inp, output, op.mint(0)))
-    return output_stream(op)
+    return stream.unary_frontier(logic, name=name)
 
 
 async def _each(fn: Callable[[Any], Awaitable[Any]], batch: list) -> None:

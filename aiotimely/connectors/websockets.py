@@ -12,10 +12,6 @@ import json
 import logging
 from typing import Any, Callable
 
-from ..dataflow.operator import OperatorRuntime
-from ..dataflow.operators.common import output_stream
-from ..dataflow.ports import OperatorOutput
-from ..progress import FrontierInterest
 from .aiter import TimePolicy, from_aiter
 
 __all__ = ["server_source", "client_source", "server_sink"]
@@ -133,9 +129,6 @@ def server_sink(
     """
     serve, _, ConnectionClosed = _websockets()
     scope = stream.scope
-    op = OperatorRuntime(scope, name, 1, 1, interest=FrontierInterest.ALWAYS)
-    inp = op.connect(0, stream, exchange=lambda record: 0)
-    output = OperatorOutput(op.outputs[0])
     subscribers: dict[Any, asyncio.Queue] = {}
 
     async def handler(connection):
@@ -181,5 +174,4 @@ def server_sink(
             while subscribers:
                 await asyncio.sleep(0.005)
 
-    op.run_coroutine(logic(inp, output, op.mint(0)))
-    return output_stream(op)
+    return stream.unary_frontier(logic, exchange=lambda record: 0, name=name)
