@@ -35,10 +35,6 @@ from zlib import crc32
 
 from ..comm.codec import register_type
 from ..dataflow.input import source as _source
-from ..dataflow.operator import OperatorRuntime
-from ..dataflow.operators.common import output_stream
-from ..dataflow.ports import OperatorOutput
-from ..progress import FrontierInterest
 from .aiter import EventTime
 
 __all__ = ["KafkaRecord", "source", "sink"]
@@ -226,9 +222,6 @@ def sink(
     Returns the stream of the records Kafka acknowledged, at their times.
     """
     aiokafka = _aiokafka()
-    op = OperatorRuntime(stream.scope, name, 1, 1, interest=FrontierInterest.ALWAYS)
-    inp = op.connect(0, stream)
-    output = OperatorOutput(op.outputs[0])
 
     async def logic(input, output, cap):
         cap.drop()
@@ -272,5 +265,4 @@ def sink(
             if producer is not None:
                 await producer.stop()
 
-    op.run_coroutine(logic(inp, output, op.mint(0)))
-    return output_stream(op)
+    return stream.unary_frontier(logic, name=name)
