@@ -50,6 +50,12 @@ def _secret(secret: str | bytes | None) -> bytes:
     return shared_secret(secret, "the Spark ingress")
 
 
+def _secret_to_ship(secret: str | bytes | None) -> str | bytes | None:
+    """The secret Spark's executors will use: ``secret``, or this process's ``AIOTIMELY_SECRET`` now,
+    since the executors' environment may not have it."""
+    return secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
+
+
 # -- the Spark side: blocking clients ----------------------------------------------------------
 
 
@@ -102,7 +108,7 @@ class AiotimelyForeachWriter:
 
     def __init__(self, address: str, secret: str | bytes | None = None) -> None:
         self.address = address
-        self.secret = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
+        self.secret = _secret_to_ship(secret)
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         self._client = IngressClient(self.address, self.secret)
@@ -131,7 +137,7 @@ class AiotimelyForeachWriter:
 
 def foreach_batch_sink(address: str, secret: str | bytes | None = None):
     """For ``writeStream.foreachBatch(foreach_batch_sink("127.0.0.1:PORT"))``: each micro-batch, then its end."""
-    key = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
+    key = _secret_to_ship(secret)
 
     def send_batch(batch_df: Any, batch_id: int) -> None:
         client = IngressClient(address, key)
@@ -168,7 +174,7 @@ class EpochListener(_listener_base()):  # type: ignore[misc]
 
     def __init__(self, address: str, secret: str | bytes | None = None, *, end_on_termination: bool = True) -> None:
         self.address = address
-        self.secret = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
+        self.secret = _secret_to_ship(secret)
         self.end_on_termination = end_on_termination
 
     def _tell(self, *message: Any) -> None:
