@@ -6,8 +6,6 @@ with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 """
 
 from .comm.codec import register_type as register_type
-from .comm.events import EventReader as EventReader
-from .comm.events import EventWriter as EventWriter
 from .comm.routing import route as route
 from .dataflow import Activator as Activator
 from .dataflow import Capability as Capability
@@ -20,8 +18,6 @@ from .dataflow import Notificator as Notificator
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
-from .dataflow import Stream as Stream
-from .dataflow import concatenate as concatenate
 from .dataflow import replay as replay
 from .dataflow import source as source
 from .dataflow import to_stream as to_stream
@@ -38,16 +34,18 @@ from .progress import MutableAntichain as MutableAntichain
 from .progress import PathSummary as PathSummary
 from .progress import Product as Product
 from .progress import Timestamp as Timestamp
-from .worker import Worker as Worker
-from .worker import execute as execute
-from .worker import execute_async as execute_async
-from .worker import execute_from_args as execute_from_args
+from .execution import Worker as Worker
+from .execution import execute as execute
+from .execution import execute_async as execute_async
+from .execution import execute_from_args as execute_from_args
+from .stream import Stream as Stream
+from .stream import concatenate as concatenate
 
 __version__ = "0.3.0"
 
 __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
-    "ChangeBatch", "ClusterError", "DataflowError", "EventReader", "EventWriter", "FrontierInterest",
+    "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "Scope", "Stream", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",

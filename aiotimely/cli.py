@@ -128,7 +128,7 @@ def run_command(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def worker_command(args: argparse.Namespace, rest: list[str]) -> int:
-    from .worker.execution import execute_from_args
+    from .execution import execute_from_args
 
     build = load_target(args.target)
     sys.argv = [args.target, *rest]

@@ -14,14 +14,15 @@ import functools
 import os
 
 import aiotimely as at
-from aiotimely.worker.execution import parse_args
+from aiotimely.connectors import EventReader
+from aiotimely.execution import parse_args
 
 BASE = int(os.environ.get("AIOTIMELY_EVENTS_BASE", "8900"))
 
 
 async def build(worker: at.Worker, source_peers: int) -> None:
     mine = [i for i in range(source_peers) if i % worker.peers == worker.index]
-    streams = await asyncio.gather(*(at.EventReader.accept(f"127.0.0.1:{BASE + i}") for i in mine))
+    streams = await asyncio.gather(*(EventReader.accept(f"127.0.0.1:{BASE + i}") for i in mine))
     probe = worker.dataflow(
         lambda scope: at.replay(streams, scope, shared=False)
         .inspect_time(lambda t, x: print(f"replayed {x} at time {t}", flush=True))

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 
 import aiotimely as at
+from aiotimely.connectors import EventWriter
 
 BASE = int(os.environ.get("AIOTIMELY_EVENTS_BASE", "8900"))
 
 
 async def build(worker: at.Worker) -> None:
-    writer = await at.EventWriter.connect(f"127.0.0.1:{BASE + worker.index}")
+    writer = await EventWriter.connect(f"127.0.0.1:{BASE + worker.index}")
     inp = at.InputHandle()
     worker.dataflow(lambda scope: inp.to_stream(scope).map(lambda x: x * x).capture_into(writer))
     for round in range(5):

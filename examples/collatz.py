@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 import aiotimely as at
-from aiotimely.worker.execution import parse_args
+from aiotimely.execution import parse_args
 
 
 def step(record):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 import aiotimely as at
-from aiotimely.worker.execution import parse_args
+from aiotimely.execution import parse_args
 
 TEXT = """\
 the quick brown fox jumps over the lazy dog

@@ -25,18 +25,17 @@ import logging
 from typing import Any, Callable, Hashable
 
 from ..errors import ClusterError
-from ..progress.batch import ProgressBatch
+from .backpressure import BackPressure
 from .codec import CodecError, RecordCodec
+from .fabric import ChannelCodec, Endpoint
 from .framing import ALL, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
-from .local import LocalFabric, Mailbox
+from .local import LocalFabric
 
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
 log = logging.getLogger("aiotimely.cluster")
-
-MAILBOX_HIGH = 256      # batches waiting in one mailbox before reading from that peer pauses
 
 
 class Cluster(LinkHandler):
@@ -167,16 +166,6 @@ class Cluster(LinkHandler):
             return
         conn.send(data)
 
-    def congested(self) -> bool:
-        return any(c.congested() for c in self.connections.values())
-
-    async def wait_writable(self) -> None:
-        while self.error is None:
-            waiting = [c.writable for c in self.connections.values() if not c.writable.done()]
-            if not waiting:
-                return
-            await asyncio.wait(waiting)
-
     # -- ending ----------------------------------------------------------------
 
     async def finish(self) -> None:
@@ -216,131 +205,91 @@ class Cluster(LinkHandler):
 
 
 class _RemoteMailbox:
-    """A worker's mailbox in another process: pushing sends a frame there."""
+    """A worker's mailbox in another process: pushing encodes the item and sends it there as a frame."""
 
-    __slots__ = ("_fabric", "_channel", "_target", "_source", "_process")
+    __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process")
 
-    def __init__(self, fabric: ClusterFabric, channel: tuple[int, int], target: int, source: int) -> None:
-        self._fabric = fabric
+    def __init__(self, cluster: Cluster, codec: ChannelCodec, channel: tuple[int, int], target: int,
+                 source: int) -> None:
+        self._cluster = cluster
+        self._codec = codec
         self._channel = channel
         self._target = target
         self._source = source
-        self._process = fabric.cluster.process_of(target)
+        self._process = cluster.process_of(target)
 
-    def push(self, item: tuple[Any, list]) -> None:
-        fabric = self._fabric
-        time, batch = item
-        ttype = fabric._ttypes[self._channel]
-        payload = fabric.cluster.codec.pack((ttype.encode(time), batch))
-        fabric.cluster.send(self._process, encode_frame(
-            Kind.DATA, payload, source=self._source, target=self._target,
+    def push(self, item: Any) -> None:
+        self._cluster.send(self._process, encode_frame(
+            Kind.DATA, self._codec.encode(item), source=self._source, target=self._target,
             dataflow=self._channel[0], channel=self._channel[1]))
-
-    def listen(self, listener: Callable[[], None]) -> None:  # pragma: no cover - never the receiver
-        raise ClusterError("a remote mailbox has no local listener")
 
 
 class ClusterFabric(LocalFabric):
-    """Mailboxes for this process's workers, and senders for the other processes' workers."""
+    """Mailboxes for this process's workers, and senders for the other processes' workers.
+
+    Channels are ``(dataflow, channel)`` pairs of ints, as frames carry them.
+    """
 
     def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster.processes * cluster.workers)
+        super().__init__(cluster.processes * cluster.workers, codec=cluster.codec)
         self.cluster = cluster
         self.first = cluster.index * cluster.workers
         self.local = range(self.first, self.first + cluster.workers)
-        self._ttypes: dict[Hashable, Any] = {}
+        self.pressure = BackPressure(lambda: cluster.connections.values(), failed=lambda: cluster.error is not None)
+        self._codecs: dict[Hashable, ChannelCodec] = {}
         self._waiting: dict[Hashable, list[tuple[Link, Frame]]] = {}
-        self._remote: dict[tuple[Hashable, int, int], _RemoteMailbox] = {}
-        self._full: list[tuple[Mailbox, Link]] = []
-        self._paused = False
 
-    def mailbox(self, channel: Hashable, worker: int) -> Any:
-        if worker in self.local:
-            return super().mailbox(channel, worker)
-        return self._remote_box(channel, worker, 0xFFFFFFFF)
+    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+        self._codecs[channel] = codec
+        for conn, frame in self._waiting.pop(channel, ()):
+            try:
+                self._deliver(conn, frame, codec)
+            except (CodecError, ValueError, TypeError, ClusterError) as e:
+                conn.reject(f"a bad {frame.kind.name} frame ({e})")
 
-    def mailboxes(self, channel: Hashable, source: int = 0xFFFFFFFF) -> list[Any]:
-        return [super(ClusterFabric, self).mailbox(channel, w) if w in self.local
-                else self._remote_box(channel, w, source) for w in range(self.peers)]
+    def _codec(self, channel: Hashable) -> ChannelCodec:
+        codec = self._codecs.get(channel)
+        if codec is None:
+            raise ClusterError(f"channel {channel} was used before it was registered")
+        return codec
 
-    def _remote_box(self, channel: Hashable, worker: int, source: int) -> _RemoteMailbox:
-        key = (channel, worker, source)
-        box = self._remote.get(key)
-        if box is None:
-            box = self._remote[key] = _RemoteMailbox(self, channel, worker, source)
-        return box
+    def mailboxes(self, channel: Hashable, source: int = 0xFFFFFFFF) -> list[Endpoint]:
+        codec = self._codec(channel)
+        return [self.mailbox(channel, w) if w in self.local
+                else _RemoteMailbox(self.cluster, codec, channel, w, source)  # type: ignore[arg-type]
+                for w in range(self.peers)]
 
     def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
         for w in self.local:
             if w != skip:
-                super().mailbox(channel, w).push(item)
+                self.mailbox(channel, w).push(item)
         cluster = self.cluster
         if cluster.processes > 1:
-            payload = item.encode(self._ttypes[channel])
-            frame = encode_frame(Kind.PROGRESS, payload, source=item.sender, target=ALL,
-                                 dataflow=channel[0], channel=channel[1])
+            dataflow, number = channel  # type: ignore[misc]
+            frame = encode_frame(Kind.PROGRESS, self._codec(channel).encode(item), source=skip if skip is not None
+                                 else 0xFFFFFFFF, target=ALL, dataflow=dataflow, channel=number)
             for process in range(cluster.processes):
                 if process != cluster.index:
                     cluster.send(process, frame)
 
-    def register(self, channel: Hashable, ttype: Any) -> None:
-        self._ttypes[channel] = ttype
-        for conn, frame in self._waiting.pop(channel, ()):
-            try:
-                self._deliver(conn, frame, ttype)
-            except (CodecError, ValueError, TypeError, ClusterError) as e:
-                conn.reject(f"a bad {frame.kind.name} frame ({e})")
-
     def deliver(self, conn: Link, frame: Frame) -> None:
         """A DATA or PROGRESS frame from a peer: decode it into the right mailbox(es)."""
         channel = (frame.dataflow, frame.channel)
-        ttype = self._ttypes.get(channel)
-        if ttype is None:  # this process has not built that dataflow yet
+        codec = self._codecs.get(channel)
+        if codec is None:  # this process has not built that dataflow yet
             self._waiting.setdefault(channel, []).append((conn, frame))
             return
-        self._deliver(conn, frame, ttype)
+        self._deliver(conn, frame, codec)
 
-    def _deliver(self, conn: Link, frame: Frame, ttype: Any) -> None:
+    def _deliver(self, conn: Link, frame: Frame, codec: ChannelCodec) -> None:
         channel = (frame.dataflow, frame.channel)
+        item = codec.decode(frame.payload)
         if frame.kind is Kind.PROGRESS:
-            batch = ProgressBatch.decode(frame.payload, ttype)
             for w in self.local:
-                super().mailbox(channel, w).push(batch)
+                self.mailbox(channel, w).push(item)
             return
         if frame.target not in self.local:
             raise ClusterError(f"a data frame for worker {frame.target}, which is not in this process")
-        time, records = self.cluster.codec.unpack(frame.payload)
-        box = super().mailbox(channel, frame.target)
-        box.push((ttype.decode(time), list(records)))
-        if len(box.queue) > MAILBOX_HIGH and conn.transport is not None:
-            conn.transport.pause_reading()
-            self._full.append((box, conn))
-
-    def congested(self) -> bool:
-        return self.cluster.congested()
-
-    async def wait_writable(self) -> None:
-        await self.cluster.wait_writable()
-
-    def pause_reading(self) -> None:
-        if not self._paused:
-            self._paused = True
-            for conn in self.cluster.connections.values():
-                if conn.transport is not None and not conn.transport.is_closing():
-                    conn.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self._full:
-            still = []
-            for box, conn in self._full:
-                if len(box.queue) > MAILBOX_HIGH // 2:
-                    still.append((box, conn))
-                elif not self._paused and conn.transport is not None and not conn.transport.is_closing():
-                    conn.transport.resume_reading()
-            self._full = still
-        if self._paused:
-            self._paused = False
-            blocked = {id(conn) for _, conn in self._full}
-            for conn in self.cluster.connections.values():
-                if id(conn) not in blocked and conn.transport is not None and not conn.transport.is_closing():
-                    conn.transport.resume_reading()
+        box = self.mailbox(channel, frame.target)
+        box.push(item)
+        self.pressure.delivered(box, conn)

@@ -2,8 +2,9 @@
 
 Built-in: ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``,
 ``dict``, tuples and lists (both arrive as **tuples**: msgpack has one array type,
-and tuples are what records usually are), plus ``set``, ``frozenset`` and
-:class:`~aiotimely.progress.Product` as extension types. Other classes cross once
+and tuples are what records usually are), plus ``set`` and ``frozenset`` as
+extension types; the layers above add their own (the dataflow layer adds
+:class:`~aiotimely.progress.Product`) with :func:`register_extension`. Other classes cross once
 registered with :func:`register_type` (every process must register them, under the
 same qualified name); pickle is used only when a computation allows it
 (``execute(..., pickle=True)``), because unpickling runs code chosen by the sender.
@@ -16,12 +17,10 @@ from typing import Any, Callable
 
 import msgpack
 
-from ..progress import Product
-
-__all__ = ["register_type", "RecordCodec", "CodecError"]
+__all__ = ["register_type", "register_extension", "RecordCodec", "CodecError"]
 
 _EXT_REGISTERED = 1
-_EXT_PRODUCT = 2
+# 2: the dataflow layer's Product (aiotimely.dataflow.channels)
 _EXT_SET = 3
 _EXT_FROZENSET = 4
 _EXT_PICKLE = 5
@@ -29,6 +28,8 @@ _EXT_BIGINT = 6
 
 _by_class: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 _by_name: dict[str, Callable[[Any], Any]] = {}
+_ext_by_class: dict[type, tuple[int, Callable[[Any], Any]]] = {}
+_ext_by_code: dict[int, Callable[[Any], Any]] = {}
 
 
 class CodecError(TypeError):
@@ -41,6 +42,20 @@ def register_type(cls: type, to_tuple: Callable[[Any], Any], from_tuple: Callabl
     name = f"{cls.__module__}.{cls.__qualname__}"
     _by_class[cls] = (name, to_tuple)
     _by_name[name] = from_tuple
+
+
+def register_extension(code: int, cls: type, to_data: Callable[[Any], Any], from_data: Callable[[Any], Any]) -> None:
+    """aiotimely's own compact encodings (codes below 16): ``cls`` crosses as extension ``code``,
+    ``to_data(obj)`` packed inside it, rebuilt with ``from_data(data)``."""
+    if (not 0 < code < 16 or code in (_EXT_REGISTERED, _EXT_PICKLE, _EXT_BIGINT)
+            or _ext_by_code.get(code, from_data) is not from_data):
+        raise ValueError(f"extension code {code} is taken or out of range")
+    _ext_by_class[cls] = (code, to_data)
+    _ext_by_code[code] = from_data
+
+
+register_extension(_EXT_SET, set, tuple, set)
+register_extension(_EXT_FROZENSET, frozenset, tuple, frozenset)
 
 
 class RecordCodec:
@@ -60,12 +75,10 @@ class RecordCodec:
         if registered is not None:
             name, to_tuple = registered
             return msgpack.ExtType(_EXT_REGISTERED, self._nested((name, to_tuple(obj))))
-        if kind is Product:
-            return msgpack.ExtType(_EXT_PRODUCT, self._nested(tuple(obj)))
-        if kind is set:
-            return msgpack.ExtType(_EXT_SET, self._nested(tuple(obj)))
-        if kind is frozenset:
-            return msgpack.ExtType(_EXT_FROZENSET, self._nested(tuple(obj)))
+        extension = _ext_by_class.get(kind)
+        if extension is not None:
+            code, to_data = extension
+            return msgpack.ExtType(code, self._nested(to_data(obj)))
         if kind is int:  # beyond msgpack's 64 bits
             return msgpack.ExtType(_EXT_BIGINT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True))
         if self.allow_pickle:
@@ -83,13 +96,9 @@ class RecordCodec:
             if from_tuple is None:
                 raise CodecError(f"received a {name}, which this process has not registered with register_type")
             return from_tuple(value)
-        if code == _EXT_PRODUCT:
-            outer, inner = self.unpack(data)
-            return Product(outer, inner)
-        if code == _EXT_SET:
-            return set(self.unpack(data))
-        if code == _EXT_FROZENSET:
-            return frozenset(self.unpack(data))
+        from_data = _ext_by_code.get(code)
+        if from_data is not None:
+            return from_data(self.unpack(data))
         if code == _EXT_BIGINT:
             return int.from_bytes(data, "big", signed=True)
         if code == _EXT_PICKLE:

@@ -173,7 +173,19 @@ class Link(asyncio.Protocol):
             transport.write(data)
 
     def congested(self) -> bool:
+        """True while the write buffer is over its high-water mark."""
         return not self.writable.done()
+
+    def pause_reading(self) -> None:
+        """Read nothing more from the peer for now (its sends then back up)."""
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
 
 async def connect(factory: Callable[[], Link], address: tuple[str, int], *, deadline: float | None = None,

@@ -9,7 +9,11 @@ has built its end, and the receiver is notified when it starts listening.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterator
+
+from .backpressure import BackPressure
+from .codec import RecordCodec
+from .fabric import ChannelCodec, Endpoint
 
 __all__ = ["Mailbox", "LocalFabric"]
 
@@ -20,7 +24,7 @@ class Mailbox:
     __slots__ = ("queue", "_listener")
 
     def __init__(self) -> None:
-        self.queue: deque = deque()
+        self.queue: deque[Any] = deque()
         self._listener: Callable[[], None] | None = None
 
     def push(self, item: Any) -> None:
@@ -35,6 +39,12 @@ class Mailbox:
         if self.queue:
             listener()
 
+    def drain(self) -> Iterator[Any]:
+        """Take every item waiting, oldest first."""
+        queue = self.queue
+        while queue:
+            yield queue.popleft()
+
     def __len__(self) -> int:
         return len(self.queue)
 
@@ -43,15 +53,17 @@ class Mailbox:
 
 
 class LocalFabric:
-    """The mailboxes of one process's workers, keyed by ``(channel, worker)``.
+    """The mailboxes of one process's workers, keyed by ``(channel, worker)``: a :class:`~.fabric.Fabric`
+    with no other process to talk to."""
 
-    The runtime talks to every fabric through these methods; the TCP cluster's
-    fabric adds mailboxes that send to other processes.
-    """
-
-    def __init__(self, peers: int) -> None:
+    def __init__(self, peers: int, *, codec: RecordCodec | None = None) -> None:
         self.peers = peers
+        self.codec = codec or RecordCodec()
+        self.pressure = BackPressure()
         self._boxes: dict[tuple[Hashable, int], Mailbox] = {}
+
+    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+        """Nothing to do: items stay in this process."""
 
     def mailbox(self, channel: Hashable, worker: int) -> Mailbox:
         """The mailbox of ``worker`` for ``channel``, created on first use by either side."""
@@ -61,7 +73,7 @@ class LocalFabric:
             box = self._boxes[key] = Mailbox()
         return box
 
-    def mailboxes(self, channel: Hashable, source: int = 0) -> list[Mailbox]:
+    def mailboxes(self, channel: Hashable, source: int = 0) -> list[Endpoint]:
         """Every worker's mailbox for ``channel``, in worker order (``source`` is the sending worker)."""
         return [self.mailbox(channel, w) for w in range(self.peers)]
 
@@ -70,22 +82,6 @@ class LocalFabric:
         for w in range(self.peers):
             if w != skip:
                 self.mailbox(channel, w).push(item)
-
-    def register(self, channel: Hashable, ttype: Any) -> None:
-        """Declare a channel and its timestamp type (needed to decode what other processes send)."""
-
-    def congested(self) -> bool:
-        """True while sends to other processes wait for the network: producers should pause."""
-        return False
-
-    async def wait_writable(self) -> None:
-        """Wait until :meth:`congested` is false."""
-
-    def pause_reading(self) -> None:
-        """The workers are behind: stop reading records from the network for now."""
-
-    def resume_reading(self) -> None:
-        """The workers caught up: read more from the network."""
 
     def discard(self, channel: Hashable) -> None:
         """Forget a channel's mailboxes (its dataflow completed)."""

@@ -1,5 +1,7 @@
-"""Layer 2: building dataflows — scopes, streams, operators, capabilities, inputs and probes."""
+"""Layer 4: building and running dataflows — scopes, operators and their ports, capabilities,
+channels, inputs and probes, and the operator library (``operators/``)."""
 
+from .builder import OperatorBuilder as OperatorBuilder
 from .capability import Capability as Capability
 from .capability import CapabilityRef as CapabilityRef
 from .capture import Captured as Captured
@@ -12,10 +14,18 @@ from .input import source as source
 from .input import to_stream as to_stream
 from .notificator import FrontierNotificator as FrontierNotificator
 from .notificator import Notificator as Notificator
+from .operators.loops import LoopHandle as LoopHandle
+from .operators.routing import concatenate as concatenate
 from .ports import Activator as Activator
+from .ports import InputPort as InputPort
 from .ports import OperatorInput as OperatorInput
 from .ports import OperatorOutput as OperatorOutput
-from .scope import LoopHandle as LoopHandle
+from .scope import Dataflow as Dataflow
 from .scope import Scope as Scope
-from .stream import Stream as Stream
-from .stream import concatenate as concatenate
+from .stream import StreamCore as StreamCore
+
+__all__ = [
+    "Activator", "Capability", "CapabilityRef", "Captured", "Dataflow", "FrontierNotificator", "InputHandle",
+    "InputPort", "LoopHandle", "Messages", "Notificator", "OperatorBuilder", "OperatorInput", "OperatorOutput",
+    "ProbeHandle", "Progress", "Scope", "StreamCore", "concatenate", "replay", "source", "to_stream",
+]

@@ -13,7 +13,6 @@ only until the operator next yields to the worker; ``retain()`` turns it into a
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CapabilityError
@@ -121,10 +120,7 @@ class Capability:
             if self._live and not self._op.done:
                 self._live = False
                 op = self._op
-                if threading.get_ident() == op.worker._thread_id:
-                    op._release_from_gc(self._output, self._time)
-                else:
-                    op.worker._call_soon_threadsafe(op._release_from_gc, self._output, self._time)
+                op.worker.call_in_worker_thread(op._release_from_gc, self._output, self._time)
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 

@@ -5,7 +5,7 @@ A captured stream is a sequence of events: ``Messages(time, records)`` and
 ``{minimum}``. Replaying the events of one or more captures reproduces the stream,
 records and frontier both, in any dataflow — on another worker count, later, or
 live, while the events still arrive over a network
-(:class:`aiotimely.comm.events.EventWriter` / ``EventReader``).
+(:class:`aiotimely.connectors.events.EventWriter` / ``EventReader``).
 
 An event sink is anything with ``push(event)`` (and, optionally, ``close()``,
 called once the captured stream is complete). An event source for ``replay`` is a
@@ -18,12 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Union
 
 from ..progress import ChangeBatch, FrontierInterest
-from .operator import OperatorRuntime
-from .operators.common import output_stream, watch_frontier
+from .builder import OperatorBuilder
+from .stream import S, StreamCore
 
 if TYPE_CHECKING:
     from .scope import Scope
-    from .stream import Stream
 
 __all__ = ["Progress", "Messages", "Event", "Captured", "capture", "capture_into", "replay"]
 
@@ -98,29 +97,24 @@ class Captured:
         return f"Captured({len(self.events)} events{'' if self.closed else ', open'})"
 
 
-def capture(stream: Stream) -> Captured:
+def capture(stream: StreamCore) -> Captured:
     captured = Captured(closed=False)
     capture_into(stream, captured)
     return captured
 
 
-def capture_into(stream: Stream, sink: Any) -> None:
+def capture_into(stream: StreamCore, sink: Any) -> None:
     """Push the stream's events to ``sink`` (``sink.push(event)``) as they happen; ``sink.close()`` at the end."""
-    op = OperatorRuntime(stream.scope, "Capture", 1, 0, interest=FrontierInterest.ALWAYS)
-    op.connect(0, stream)
-    take_changes = watch_frontier(op)  # replay starts from {minimum}
-    queue = op.mailboxes[0].queue
-    consumed = op.progress.shared.consumeds[0]
+    builder = OperatorBuilder(stream.scope, "Capture")
+    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS)
+    take_changes = inp.watch_frontier()  # replay starts from {minimum}
     push = sink.push if hasattr(sink, "push") else sink
     attach = getattr(sink, "attach", None)
     if attach is not None:
-        attach(op.ttype)
-    inp = op.inputs[0]
+        attach(stream.scope.ttype)
 
     def run() -> None:
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
+        for time, batch in inp.batches():
             push(Messages(time, batch))
         changes = take_changes()
         if changes:
@@ -130,7 +124,7 @@ def capture_into(stream: Stream, sink: Any) -> None:
         if inp.is_complete() and hasattr(sink, "close"):
             sink.close()
 
-    op.run_function(run)
+    builder.build_function(run)
 
 
 def _streams_of(events: Any) -> list[Captured]:
@@ -143,7 +137,7 @@ def _streams_of(events: Any) -> list[Captured]:
     return [Captured(events)]
 
 
-def replay(events: Any, scope: Scope, *, shared: bool = True) -> Stream:
+def replay(events: Any, scope: Scope[S], *, shared: bool = True) -> S:
     """A stream replaying captured events: one capture, its event list, or a list of several.
 
     With ``shared`` (the default) every worker is given the same captures and
@@ -154,9 +148,10 @@ def replay(events: Any, scope: Scope, *, shared: bool = True) -> Stream:
     streams = _streams_of(events)
     worker = scope.worker
     mine = streams[worker.index::worker.peers] if shared else streams
-    op = OperatorRuntime(scope, "Replay", 0, 1)   # holds this worker's initial capability at the minimum
-    out = op.outputs[0]
-    ttype = op.ttype
+    builder = OperatorBuilder(scope, "Replay")
+    out, result = builder.new_output()
+    op = builder.op
+    ttype = scope.ttype
     minimum = ttype.minimum
     positions = [0] * len(mine)
     started = [False]
@@ -166,10 +161,11 @@ def replay(events: Any, scope: Scope, *, shared: bool = True) -> Stream:
             s.listen(activator.activate)
 
     def run() -> None:
+        # The operator holds capabilities as the captured frontiers say: one count per capture at first.
         if not started[0]:
             started[0] = True
             if len(mine) != 1:
-                op._capability_changed(0, minimum, len(mine) - 1)
+                op.adjust_held(0, minimum, len(mine) - 1)
         for i, stream in enumerate(mine):
             if stream.error is not None:
                 raise stream.error
@@ -180,10 +176,10 @@ def replay(events: Any, scope: Scope, *, shared: bool = True) -> Stream:
                 positions[i] += 1
                 if type(event) is Progress:
                     for time, diff in event.changes:
-                        op._capability_changed(0, decode(time) if decode else time, diff)
+                        op.adjust_held(0, decode(time) if decode else time, diff)
                 else:
                     time = decode(event.time) if decode else event.time
                     out.push(time, list(event.records))
 
-    op.run_function(run, keep_capabilities=True)
-    return output_stream(op)
+    builder.build_raw(run)
+    return result  # type: ignore[no-any-return]

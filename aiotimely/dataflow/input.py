@@ -8,15 +8,17 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from ..errors import CapabilityError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
-from .operator import OperatorRuntime
-from .operators.common import output_stream, watch_frontier
-from .ports import BATCH_SIZE, OperatorOutput
+from .builder import OperatorBuilder
+from .capability import Capability
+from .operator import Logic, OperatorRuntime
+from .ports import BATCH_SIZE, Activator, OperatorOutput, OutputPort
+from .stream import S
 
 if TYPE_CHECKING:
+    from ..worker import WorkerHandle
     from .scope import Scope
-    from .stream import Stream
 
-__all__ = ["InputHandle", "ProbeHandle", "to_stream", "source"]
+__all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source"]
 
 
 class InputHandle:
@@ -32,37 +34,48 @@ class InputHandle:
 
     def __init__(self) -> None:
         self._op: OperatorRuntime | None = None
-        self._cap = None
-        self._buffer: list = []
-        self._ready: list[tuple[Any, list]] = []
+        self._cap: Capability | None = None
+        self._port: OutputPort | None = None
+        self._activator: Activator | None = None
+        self._buffer: list[Any] = []
+        self._ready: list[tuple[Any, list[Any]]] = []
         self._closed = False
 
-    def to_stream(self, scope: Scope) -> Stream:
+    def to_stream(self, scope: Scope[S]) -> S:
         """The stream of what this handle sends, in ``scope``."""
         if self._op is not None:
             raise GraphError("this InputHandle already feeds a dataflow; create one InputHandle per input")
-        op = OperatorRuntime(scope, "Input", 0, 1)
-        self._op = op
-        self._cap = op.mint(0)
-        op.run_function(self._flush, keep_capabilities=True)
-        op.externally_driven = True
-        scope.worker._inputs.append(self)
-        return output_stream(op)
+        builder = OperatorBuilder(scope, "Input")
+        self._port, stream = builder.new_output()
+        self._op = builder.build(self._attach)
+        self._activator = self._op.activator()
+        scope.worker.at_build_end(self._close_at_build_end)
+        result: S = stream
+        return result
+
+    def _attach(self, capabilities: list[Capability]) -> Logic:
+        self._cap = capabilities[0]
+        return self._flush
 
     @property
     def time(self) -> Any:
         """The time at which :meth:`send` introduces records."""
-        self._check_attached()
-        return self._cap.time
+        return self._capability().time
 
-    def _check_attached(self) -> None:
-        if self._op is None:
+    def _capability(self) -> Capability:
+        if self._cap is None:
             raise GraphError("this InputHandle is not connected to a dataflow yet: call handle.to_stream(scope)")
+        return self._cap
 
-    def _check_open(self, action: str) -> None:
-        self._check_attached()
+    def _check_open(self, action: str) -> Capability:
+        cap = self._capability()
         if self._closed:
-            raise CapabilityError(f"cannot {action}: the InputHandle of {self._op.describe()} is closed")
+            raise CapabilityError(f"cannot {action}: the InputHandle of {cap._op.describe()} is closed")
+        return cap
+
+    def _wake(self) -> None:
+        assert self._activator is not None
+        self._activator.activate()
 
     def send(self, record: Any) -> None:
         """Introduce one record at the current time."""
@@ -70,7 +83,7 @@ class InputHandle:
         buffer = self._buffer
         buffer.append(record)
         if len(buffer) == 1:
-            self._op.worker.activate(self._op.path)
+            self._wake()
         elif len(buffer) >= BATCH_SIZE:
             self._seal()
 
@@ -80,42 +93,46 @@ class InputHandle:
         self._buffer.extend(records)
         if len(self._buffer) >= BATCH_SIZE:
             self._seal()
-        self._op.worker.activate(self._op.path)
+        self._wake()
 
     def advance_to(self, time: Any) -> None:
         """Move the current time to ``time`` (not earlier than it is)."""
-        self._check_open("advance")
-        if time == self._cap.time:
+        cap = self._check_open("advance")
+        if time == cap.time:
             return
         self._seal()
-        self._cap.downgrade(time)
-        self._op.worker.activate(self._op.path)
+        cap.downgrade(time)
+        self._wake()
 
     def close(self) -> None:
         """Introduce nothing more: the dataflow may complete. Closing twice is harmless."""
-        self._check_attached()
+        cap = self._capability()
         if self._closed:
             return
         self._seal()
         self._closed = True
-        self._cap.drop()
-        self._op.worker.activate(self._op.path)
+        cap.drop()
+        self._wake()
+
+    def _close_at_build_end(self) -> None:
+        if not self._closed:
+            self.close()
 
     def is_open(self) -> bool:
         return self._op is not None and not self._closed
 
     def _seal(self) -> None:
         if self._buffer:
-            self._ready.append((self._cap.time, self._buffer))
+            self._ready.append((self._capability().time, self._buffer))
             self._buffer = []
 
     def _flush(self) -> None:
         self._seal()
         if self._ready:
             ready, self._ready = self._ready, []
-            port = self._op.outputs[0]
+            assert self._port is not None
             for time, batch in ready:
-                port.push(time, batch)
+                self._port.push(time, batch)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else (f"at {self._cap.time!r}" if self._cap else "unattached")
@@ -127,42 +144,42 @@ class ProbeHandle:
 
     ``less_than(t)`` is true while records at times before ``t`` may still arrive;
     ``done()`` once nothing more can; ``await wait_beyond(t)`` until time ``t`` is
-    complete (the frontier is no longer at or before ``t``).
+    complete (the frontier is no longer at or before ``t``); ``await wait_done()``
+    until nothing more can arrive.
     """
 
     def __init__(self) -> None:
-        self._frontier: MutableAntichain | None = None
-        self._waiters: list[tuple[Any, asyncio.Future]] = []
-        self._worker = None
+        self._frontier: MutableAntichain[Any] | None = None
+        self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
+        self._worker: WorkerHandle | None = None
 
     def _attach(self, op: OperatorRuntime) -> None:
         ttype = op.ttype
         if self._frontier is None:
             self._frontier = MutableAntichain(less_equal=ttype.less_equal, totally_ordered=ttype.totally_ordered)
             self._worker = op.worker
-            op.worker._probes.append(self)
         self._frontier.update_iter([(ttype.minimum, 1)])  # until the probe hears its first frontier
 
     def _update(self, changes: list[tuple[Any, int]]) -> None:
-        self._frontier.update_iter(changes)
+        frontier = self._view()
+        frontier.update_iter(changes)
         if self._waiters:
             still = []
             for time, fut in self._waiters:
                 if fut.done():
                     continue
-                if self._frontier.less_equal(time):
+                if time is _DONE:
+                    if frontier.is_empty():
+                        fut.set_result(None)
+                    else:
+                        still.append((time, fut))
+                elif frontier.less_equal(time):
                     still.append((time, fut))
                 else:
                     fut.set_result(None)
             self._waiters = still
 
-    def _fail(self, error: BaseException) -> None:
-        for _, fut in self._waiters:
-            if not fut.done():
-                fut.set_exception(error)
-        self._waiters = []
-
-    def _view(self) -> MutableAntichain:
+    def _view(self) -> MutableAntichain[Any]:
         if self._frontier is None:
             raise GraphError("this ProbeHandle watches no stream yet: use stream.probe() or stream.probe_with(handle)")
         return self._frontier
@@ -180,18 +197,24 @@ class ProbeHandle:
         return self._view().is_empty()
 
     @property
-    def frontier(self) -> Antichain:
+    def frontier(self) -> Antichain[Any]:
         """The times that may still arrive (empty when done)."""
         return self._view().frontier
 
     async def wait_beyond(self, time: Any) -> None:
         """Wait until ``time`` is complete at the probe (its frontier is no longer at or before ``time``)."""
-        frontier = self._view()
-        if not frontier.less_equal(time):
-            return
+        if self._view().less_equal(time):
+            await self._wait(time)
+
+    async def wait_done(self) -> None:
+        """Wait until nothing more can arrive at the probe (its frontier is empty)."""
+        if not self._view().is_empty():
+            await self._wait(_DONE)
+
+    async def _wait(self, time: Any) -> None:
         worker = self._worker
-        worker._check_running()
-        fut = worker._loop.create_future()
+        assert worker is not None
+        fut = worker.waiter()
         self._waiters.append((time, fut))
         await fut
 
@@ -199,64 +222,67 @@ class ProbeHandle:
         return f"ProbeHandle(frontier={self._frontier.frontier if self._frontier else 'unattached'})"
 
 
-def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
-    """Attach ``handle`` to ``stream``; returns the stream, unchanged, to continue from."""
-    op = OperatorRuntime(stream.scope, "Probe", 1, 1, interest=FrontierInterest.ALWAYS)
-    inp = op.connect(0, stream)
-    handle._attach(op)
-    take_changes = watch_frontier(op)
-    out = op.outputs[0]
-    queue = op.mailboxes[0].queue
-    consumed = op.progress.shared.consumeds[0]
+_DONE = object()
+
+
+def probe_with(stream: S, handle: ProbeHandle) -> S:
+    """Attach ``handle`` to ``stream``; returns a stream of the same records, to continue from."""
+    builder = OperatorBuilder(stream.scope, "Probe")
+    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS)
+    out, result = builder.new_output()
+    handle._attach(builder.op)
+    take_changes = inp.watch_frontier()
 
     def run() -> None:
         changes = take_changes()
         if changes:
             handle._update(changes)
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
+        for time, batch in inp.batches():
             out.push(time, batch)
 
-    op.run_function(run)
-    del inp
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]
 
 
-def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
+def to_stream(iterable: Iterable[Any], scope: Scope[S]) -> S:
     """A stream of the records of ``iterable``, all at the minimum time; it closes itself.
 
     As in timely, every worker introduces the whole iterable: split it by
     ``scope.worker.index`` to introduce each record once.
     """
-    op = OperatorRuntime(scope, "ToStream", 0, 1)
-    cap = op.mint(0)
-    records = iterable
+    builder = OperatorBuilder(scope, "ToStream")
+    port, stream = builder.new_output()
 
-    def run() -> None:
-        nonlocal records
-        if records is not None:
-            port = op.outputs[0]
-            batch: list = []
-            for record in records:
+    def constructor(capabilities: list[Capability]) -> Logic:
+        cap = capabilities[0]
+
+        def run() -> None:
+            if cap.dropped:
+                return
+            batch: list[Any] = []
+            for record in iterable:
                 batch.append(record)
                 if len(batch) >= BATCH_SIZE:
                     port.push(cap.time, batch)
                     batch = []
             if batch:
                 port.push(cap.time, batch)
-            records = None
             cap.drop()
 
-    op.run_function(run, keep_capabilities=True)
-    return output_stream(op)
+        return run
+
+    builder.build(constructor)
+    result: S = stream
+    return result
 
 
-def source(scope: Scope, name: str, logic: Callable[[OperatorOutput, Any], Coroutine]) -> Stream:
+def source(scope: Scope[S], name: str, logic: Callable[[OperatorOutput, Capability], Coroutine[Any, Any, None]]) -> S:
     """A general source: ``async def logic(output, cap)`` sends with ``output.session(cap)`` and
     returns (or drops ``cap``) when done. It may await I/O; ``output.activator()`` wakes it."""
     if not inspect.iscoroutinefunction(logic):
         raise TypeError(f"source {name!r}: logic must be an 'async def' taking (output, cap)")
-    op = OperatorRuntime(scope, name, 0, 1)
-    op.run_coroutine(logic(OperatorOutput(op.outputs[0]), op.mint(0)))
-    return output_stream(op)
+    builder = OperatorBuilder(scope, name)
+    port, stream = builder.new_output()
+    builder.build(lambda capabilities: logic(OperatorOutput(port), capabilities[0]))
+    result: S = stream
+    return result

@@ -10,7 +10,7 @@ from .capability import Capability, CapabilityRef
 
 if TYPE_CHECKING:
     from .operator import OperatorRuntime
-    from .ports import OperatorInput
+    from .ports import InputPort
 
 __all__ = ["FrontierNotificator", "Notificator"]
 
@@ -73,7 +73,7 @@ class Notificator(FrontierNotificator):
 
     def __init__(self, op: OperatorRuntime) -> None:
         super().__init__()
-        self._inputs: list[OperatorInput] = op.inputs
+        self._inputs: list[InputPort] = op.inputs
 
     def ready(self, frontiers: Iterable[Any] | None = None) -> Iterator[Capability]:
         return super().ready(self._inputs if frontiers is None else frontiers)

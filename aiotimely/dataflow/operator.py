@@ -1,149 +1,107 @@
-"""The runtime of one operator on one worker: its ports, capabilities, and how its logic is resumed.
+"""The runtime of one operator on one worker: its ports, the capabilities it holds, and how its logic runs.
 
 An operator's logic is either a coroutine (the user's ``async def``), resumed by
 the worker with ``send(None)`` each time the operator is activated, or a plain
-function over batches (the built-in stateless operators), called instead. A
-coroutine waits for its next activation by yielding a sentinel; if it awaits a real
-asyncio future instead, the operator is parked until the future is done, while
-the worker goes on running everything else.
+function over batches (the built-in operators), called instead. A coroutine waits
+for its next activation by yielding a sentinel; if it awaits a real asyncio future
+instead, the operator is parked until the future is done, while the worker goes
+on running everything else.
 
 Everything an activation does to progress (records consumed and produced,
 capabilities taken or dropped) lands in the operator's :class:`SharedProgress`,
 which the scope collects right after the operator yields: one atomic batch.
+Operators are made by :class:`~aiotimely.dataflow.builder.OperatorBuilder`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Sequence
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..comm.local import Mailbox
-from ..errors import AiotimelyError, CapabilityError, DataflowError, GraphError
-from ..progress import FrontierInterest, OperatorProgress, Target
-from .capability import Capability
-from .ports import ACTIVATION, Activator, BroadcastPusher, ExchangePusher, OperatorInput, OutputPort
+from ..errors import AiotimelyError, CapabilityError, DataflowError
+from ..progress import FrontierInterest, OperatorProgress
+from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
 if TYPE_CHECKING:
+    from ..worker import WorkerHandle
     from .scope import Scope
-    from .stream import Stream
 
-__all__ = ["OperatorRuntime", "BACKLOG_HIGH", "BACKLOG_LOW"]
+__all__ = ["OperatorRuntime", "Logic"]
 
-BACKLOG_HIGH = 256
-"""Batches waiting at an input of an operator that awaits I/O, past which the process stops
-reading records from other processes until it is down to ``BACKLOG_LOW``."""
-BACKLOG_LOW = 64
+Logic = Callable[[], None] | Coroutine[Any, Any, None]
+"""What runs at each activation: a function (called) or a coroutine (resumed)."""
 
 
 class OperatorRuntime:
     """One operator on one worker."""
 
     __slots__ = (
-        "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "mailboxes",
-        "epoch", "current_time", "done", "_held", "_coro", "_function", "_waiting", "_dirty_ports",
-        "_drop_initial", "externally_driven", "frontier_changes", "__weakref__",
+        "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
+        "current_time", "done", "externally_driven", "_held", "_coro", "_function", "_waiting", "_dirty_ports",
+        "__weakref__",
     )
 
-    def __init__(
-        self,
-        scope: Scope,
-        name: str,
-        inputs: int,
-        outputs: int,
-        *,
-        connectivity: Sequence[dict[int, Any]] | None = None,
-        interest: FrontierInterest | Sequence[FrontierInterest] = FrontierInterest.NEVER,
-    ) -> None:
-        scope._check_building()
+    def __init__(self, scope: Scope[Any], name: str) -> None:
         self.scope = scope
-        self.worker = scope.worker
+        self.worker: WorkerHandle = scope.worker
         self.name = name
         self.ttype = scope.ttype
-        self.progress = OperatorProgress(name, inputs, outputs, connectivity=connectivity, interest=interest)
-        self.index = scope._builder.add_child(self.progress)
+        self.index = scope.reserve_child(self)
         self.path = scope.path + (self.index,)
-        scope.children[self.index] = self
-        shared = self.progress.shared
-        self.outputs = [OutputPort(self, o, shared.produceds[o]) for o in range(outputs)]
-        self.inputs: list[OperatorInput | None] = [None] * inputs
-        self.mailboxes: list[Mailbox | None] = [None] * inputs
+        self.progress: OperatorProgress | None = None
+        self.inputs: list[InputPort] = []
+        self.outputs: list[OutputPort] = []
         self.epoch = 0
         self.current_time: Any = None
         self.done = False
-        self._held: dict[tuple[int, Any], int] = {}
-        self._coro: Coroutine | None = None
-        self._function: Callable[[], None] | None = None
-        self._waiting: asyncio.Future | None = None
-        self._dirty_ports: list[OutputPort] = []
-        self._drop_initial = False
         self.externally_driven = False
-        self.frontier_changes: list[list] | None = None
-        for o in range(outputs):  # this worker's share of the initial capabilities
+        self._held: dict[tuple[int, Any], int] = {}
+        self._coro: Coroutine[Any, Any, None] | None = None
+        self._function: Callable[[], None] | None = None
+        self._waiting: asyncio.Future[Any] | None = None
+        self._dirty_ports: list[OutputPort] = []
+
+    def install(self, connectivity: Sequence[dict[int, Any]] | None,
+                interest: Sequence[FrontierInterest]) -> None:
+        """The shape is complete: join the scope's progress tracking, holding this worker's share of the
+        initial capabilities (one per output, at the minimum time)."""
+        progress = OperatorProgress(self.name, len(self.inputs), len(self.outputs), connectivity=connectivity,
+                                    interest=interest)
+        self.progress = progress
+        shared = progress.shared
+        for port, consumed in zip(self.inputs, shared.consumeds, strict=True):
+            port._bind(consumed)
+        for out, produced in zip(self.outputs, shared.produceds, strict=True):
+            out.produced = produced
+        for o in range(len(self.outputs)):
             self._held[(o, self.ttype.minimum)] = 1
+        self.scope.add_progress(self.index, progress)
 
-    # -- building -------------------------------------------------------------------
-
-    def connect(self, port: int, stream: Stream, *, exchange: Callable[[Any], Any] | None = None,
-                broadcast: bool = False) -> OperatorInput:
-        """Feed input ``port`` from ``stream``: on this worker, by a key over all workers, or to all."""
-        scope = self.scope
-        if stream.scope is not scope:
-            raise GraphError(
-                f"{self.describe()}: input {port} comes from a stream of scope {stream.scope.name!r}; "
-                f"bring it into scope {scope.name!r} with enter() or leave() first"
-            )
-        if self.inputs[port] is not None:
-            raise GraphError(f"{self.describe()}: input {port} is already connected")
-        scope._check_building()
-        scope._builder.add_edge(stream.source, Target(self.index, port))
-        worker = self.worker
-        channel = scope.dataflow.allocate_channel()
-        if (exchange is None and not broadcast) or worker.peers == 1:
-            mailbox = Mailbox()
-            pusher: Callable[[Any, list], None] = _MailboxPusher(mailbox)
+    def set_logic(self, logic: Logic) -> None:
+        """Run ``logic`` at each activation: call it (a function) or resume it (a coroutine)."""
+        if isinstance(logic, Coroutine):
+            self._coro = logic
+        elif callable(logic):
+            self._function = logic
         else:
-            worker.fabric.register(channel, self.ttype)
-            boxes = worker.fabric.mailboxes(channel, source=worker.index)
-            mailbox = boxes[worker.index]
-            pusher = BroadcastPusher(boxes) if broadcast else ExchangePusher(exchange, boxes)
-        stream._port.pushers.append(pusher)
-        self.mailboxes[port] = mailbox
-        inp = self.inputs[port] = OperatorInput(self, port, mailbox, self.progress.shared.consumeds[port])
-        return inp
-
-    def run_coroutine(self, coro: Coroutine) -> None:
-        """Resume ``coro`` at each activation; it waits for the next with the inputs' ``activations()``."""
-        self._coro = coro
-
-    def run_function(self, function: Callable[[], None], *, keep_capabilities: bool = False) -> None:
-        """Call ``function()`` at each activation (built-in operators). Drops the initial capabilities
-        at the first activation unless ``keep_capabilities``."""
-        self._function = function
-        self._drop_initial = not keep_capabilities
-
-    def mint(self, output: int = 0) -> Capability:
-        """The operator's initial capability for ``output`` (at the minimum time), as an object."""
-        return Capability(self, output, self.ttype.minimum, minted=True)
+            raise TypeError(f"{self.describe()}: the logic must be a function or a coroutine, not {logic!r}")
 
     def activator(self) -> Activator:
         """An activator for this operator; the worker then never takes it for stuck while it waits."""
         self.externally_driven = True
-        return Activator(self.worker, self.path, self)
+        return Activator(self)
 
-    def _start(self) -> None:
-        """Called once the dataflow is built: listen to the input mailboxes."""
-        for i, box in enumerate(self.mailboxes):
-            if box is None:
-                raise GraphError(f"{self.describe()}: input {i} was never connected")
-            box.listen(self._on_data)
-        self.worker.activate(self.path)
-
-    def _on_data(self) -> None:
+    def start(self) -> None:
+        """The dataflow is built: listen to the input mailboxes, and run once."""
+        for port in self.inputs:
+            port._listen(self.worker.activator(self.path))
         self.worker.activate(self.path)
 
     # -- capabilities -------------------------------------------------------------------
 
     def _capability_changed(self, output: int, time: Any, diff: int) -> None:
+        assert self.progress is not None
         self.progress.shared.internals[output].update(time, diff)
         held = self._held
         key = (output, time)
@@ -152,6 +110,11 @@ class OperatorRuntime:
             held[key] = count
         else:
             held.pop(key, None)
+
+    def adjust_held(self, output: int, time: Any, diff: int) -> None:
+        """For raw operators (``build_raw``), which hold counts instead of capability objects: hold ``diff``
+        more (or fewer) capabilities at ``time`` on ``output``."""
+        self._capability_changed(output, time, diff)
 
     def _release_all(self) -> None:
         for (output, time), n in list(self._held.items()):
@@ -168,7 +131,7 @@ class OperatorRuntime:
 
     def reaches(self, input: int, output: int, from_time: Any, to_time: Any) -> bool:
         """True if some path from ``input`` to ``output`` takes ``from_time`` to ``to_time`` or earlier."""
-        connectivity = self.scope.progress_connectivity(self, input)
+        connectivity = self.scope.connectivity(self.index, input)
         ttype = self.ttype
         for summary in connectivity.get(output, ()):
             t = ttype.results_in(summary, from_time)
@@ -178,7 +141,7 @@ class OperatorRuntime:
 
     def passes_unchanged(self, input: int, output: int) -> bool:
         """True if ``input`` reaches ``output`` with exactly the identity summary."""
-        chain = self.scope.progress_connectivity(self, input).get(output)
+        chain = self.scope.connectivity(self.index, input).get(output)
         return chain is not None and list(chain) == [self.ttype.identity]
 
     # -- running ----------------------------------------------------------------------
@@ -188,14 +151,10 @@ class OperatorRuntime:
         return all(inp.is_complete() for inp in self.inputs)
 
     def _accept_frontiers(self) -> None:
-        frontiers = self.progress.shared.frontiers
-        record = self.frontier_changes is not None
-        for i, changes in enumerate(frontiers):
+        assert self.progress is not None
+        for port, changes in zip(self.inputs, self.progress.shared.frontiers, strict=True):
             if changes:
-                drained = changes.drain()
-                self.inputs[i]._frontier.update_iter(drained)
-                if record:
-                    self.frontier_changes[i].extend(drained)
+                port._frontier_changed(changes.drain())
 
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""
@@ -208,11 +167,8 @@ class OperatorRuntime:
         self.epoch += 1
         try:
             if self._coro is not None:
-                self._resume()
-            else:
-                if self._drop_initial:
-                    self._drop_initial = False
-                    self._release_all()
+                self._resume(self._coro)
+            elif self._function is not None:
                 self._function()
                 if not self._held and self.inputs_complete():
                     self.done = True
@@ -229,9 +185,9 @@ class OperatorRuntime:
                     port.release()
         return not self.done
 
-    def _resume(self) -> None:
+    def _resume(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
-            signal = self._coro.send(None)
+            signal = coro.send(None)
         except StopIteration:
             self._finish()
             return
@@ -244,12 +200,11 @@ class OperatorRuntime:
             signal._asyncio_future_blocking = False
             self._waiting = signal
             signal.add_done_callback(self._future_done)
-            if any(len(box.queue) > BACKLOG_HIGH for box in self.mailboxes):
-                self.worker.computation.backlog.add(self)  # reading from the network pauses meanwhile
+            self.worker.fabric.pressure.parked(self)  # a long queue behind it pauses reading from the network
             return
         raise RuntimeError(f"operator logic awaited {signal!r}, which is not an asyncio awaitable")
 
-    def _future_done(self, future: asyncio.Future) -> None:
+    def _future_done(self, future: asyncio.Future[Any]) -> None:
         if self._waiting is future:
             self._waiting = None
             self.worker.activate(self.path)
@@ -262,17 +217,33 @@ class OperatorRuntime:
         self._discard_input()
 
     def _discard_input(self) -> None:
-        for inp in self.inputs:
-            for _ in inp.drain():
-                pass
+        for port in self.inputs:
+            port.discard()
 
-    def backlogged(self) -> bool:
-        """True while an input holds more than ``BACKLOG_LOW`` batches."""
-        return not self.done and any(len(box.queue) > BACKLOG_LOW for box in self.mailboxes)
+    def backlog(self) -> int:
+        """Batches waiting at the fullest input (0 once the operator has finished)."""
+        return 0 if self.done else max((port.pending() for port in self.inputs), default=0)
 
     def is_waiting(self) -> bool:
         """True while the logic awaits an asyncio future."""
         return self._waiting is not None
+
+    def may_be_woken(self) -> bool:
+        """True while something outside the dataflow may still wake it: an awaited future or an activator."""
+        return not self.done and (self._waiting is not None or self.externally_driven)
+
+    def blockers(self) -> list[str]:
+        """What this operator holds back, in words: capabilities held, input never drained."""
+        if self.done:
+            return []
+        found = []
+        held = sorted({t for _, t in self.held_capabilities()}, key=repr)
+        if held:
+            found.append(f"{self.describe()} still holds capabilities at time(s) {', '.join(map(repr, held))}")
+        undrained = [port.port for port in self.inputs if port.pending()]
+        if undrained:
+            found.append(f"{self.describe()} never drained its input(s) {undrained}")
+        return found
 
     def close(self) -> None:
         """Stop the logic (the computation is shutting down)."""
@@ -305,16 +276,3 @@ class OperatorRuntime:
 
     def __repr__(self) -> str:
         return f"OperatorRuntime({self.name!r}, path={self.path})"
-
-
-class _MailboxPusher:
-    """Pushes batches into one mailbox on this worker."""
-
-    __slots__ = ("_box",)
-
-    def __init__(self, box: Mailbox) -> None:
-        self._box = box
-
-    def __call__(self, time: Any, batch: list) -> None:
-        self._box.push((time, batch))
-

@@ -1,35 +1,36 @@
-"""What an operator's logic holds: its inputs, its outputs, sessions to send in, and activators.
+"""An operator's ports: counted inputs, outputs with sessions, and activators.
 
-Records move in batches: ``(time, list)``. An output counts what it produces per
-batch and hands each batch to every consumer (a copy to all but the last, so a
-consumer may keep or change what it got). Pushers route batches: straight to a
-consumer on this worker, or spread over every worker's mailbox by a key.
+Records move in batches: ``(time, list)``. An :class:`InputPort` is the only
+thing that takes batches out of an operator's mailbox, and it counts every batch
+it hands out as consumed; an :class:`OutputPort` counts every batch it sends as
+produced. Those counts are the progress the scope reports for the operator, so an
+operator cannot forget them: it only ever sees the ports.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generator, Iterator
 
 from ..comm.local import Mailbox
-from ..comm.routing import route
 from ..errors import CapabilityError
 from ..progress import Antichain, ChangeBatch, MutableAntichain
 from .capability import Capability, CapabilityRef
+from .channels import push_to_all
+from .stream import Pusher
 
 if TYPE_CHECKING:
-    from ..worker.worker import Worker
     from .operator import OperatorRuntime
 
 __all__ = [
     "BATCH_SIZE",
+    "ACTIVATION",
+    "NEXT_ACTIVATION",
+    "InputPort",
+    "OperatorInput",
     "OutputPort",
     "Session",
-    "OperatorInput",
     "OperatorOutput",
     "Activator",
-    "ExchangePusher",
-    "BroadcastPusher",
 ]
 
 BATCH_SIZE = 1024
@@ -42,21 +43,143 @@ ACTIVATION = object()
 class _NextActivation:
     __slots__ = ()
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, None]:
         yield ACTIVATION
 
 
 NEXT_ACTIVATION = _NextActivation()
 
+_UNBOUND = ChangeBatch[Any]()
 
-def push_to_all(pushers: list[Callable[[Any, list], None]], time: Any, batch: list) -> None:
-    """Hand ``batch`` to every pusher: a copy to all but the last, so each consumer may keep or change its own."""
-    if len(pushers) == 1:
-        pushers[0](time, batch)
-    elif pushers:
-        last = len(pushers) - 1
-        for i, push in enumerate(pushers):
-            push(time, batch if i == last else list(batch))
+
+class InputPort:
+    """An operator's input: the batches that arrived, counted as they are taken, and the input's frontier.
+
+    Built-in operators take ``(time, records)`` with :meth:`batches`; logic that may
+    keep a time takes ``(CapabilityRef, records)`` with :meth:`drain`. Either way the
+    batch is counted as consumed when it is handed out.
+    """
+
+    __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch")
+
+    def __init__(self, op: OperatorRuntime, port: int, mailbox: Mailbox) -> None:
+        self._op = op
+        self.port = port
+        self._mailbox = mailbox
+        self._queue = mailbox.queue
+        ttype = op.ttype
+        self._frontier = MutableAntichain(less_equal=ttype.less_equal, totally_ordered=ttype.totally_ordered)
+        self._consumed: ChangeBatch[Any] = _UNBOUND
+        self._watch: list[tuple[Any, int]] | None = None
+
+    def _bind(self, consumed: ChangeBatch[Any]) -> None:
+        """Count into ``consumed`` (the operator's shared progress), once the operator is built."""
+        self._consumed = consumed
+
+    def _listen(self, activate: Callable[[], None]) -> None:
+        """Call ``activate`` whenever a batch arrives (and now, if some wait already)."""
+        self._mailbox.listen(activate)
+
+    # -- taking batches --------------------------------------------------------------
+
+    def batches(self) -> Iterator[tuple[Any, list[Any]]]:
+        """Take every batch waiting at this input, as ``(time, records)``."""
+        queue, consumed, op = self._queue, self._consumed, self._op
+        while queue:
+            time, batch = queue.popleft()
+            consumed.update(time, len(batch))
+            op.current_time = time
+            yield time, batch
+
+    def drain(self) -> Iterator[tuple[CapabilityRef, list[Any]]]:
+        """Take every batch waiting at this input, as ``(time, records)``; ``time`` is a :class:`CapabilityRef`."""
+        op, port = self._op, self.port
+        for time, batch in self.batches():
+            yield CapabilityRef(op, port, time), batch
+
+    def next(self) -> tuple[CapabilityRef, list[Any]] | None:
+        """The next waiting batch, or ``None``."""
+        for time, batch in self.batches():
+            return CapabilityRef(self._op, self.port, time), batch
+        return None
+
+    def discard(self) -> None:
+        """Take and forget everything waiting (the operator has finished)."""
+        for _ in self.batches():
+            pass
+
+    # -- the frontier ------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> Antichain[Any]:
+        """The times that may still arrive here (as of this activation)."""
+        return self._frontier.frontier
+
+    def less_equal(self, time: Any) -> bool:
+        """True if records at ``time`` may still arrive (``frontier.less_equal(time)``)."""
+        return self._frontier.less_equal(time)
+
+    def _frontier_changed(self, changes: list[tuple[Any, int]]) -> None:
+        self._frontier.update_iter(changes)
+        if self._watch is not None:
+            self._watch.extend(changes)
+
+    def watch_frontier(self) -> Callable[[], list[tuple[Any, int]]]:
+        """Record how this input's frontier changes; the function returned takes the changes since its
+        last call, starting from ``{minimum}`` (its first call retracts that initial element)."""
+        self._watch = [(self._op.ttype.minimum, -1)]
+
+        def take() -> list[tuple[Any, int]]:
+            changes = self._watch
+            if changes:
+                self._watch = []
+            return changes or []
+
+        return take
+
+    def is_complete(self) -> bool:
+        """True once nothing more can arrive and nothing waits: the input is done."""
+        return self._frontier.is_empty() and not self._queue
+
+    def pending(self) -> int:
+        """How many batches wait to be taken."""
+        return len(self._queue)
+
+    def activations(self) -> AsyncIterator[None]:
+        """Iterate once per activation of the operator; stops after the operator saw every input complete.
+
+        The first iteration is the activation in progress. The loop ends when, at the
+        end of an iteration, every input of the operator is complete and drained, so
+        the last iteration sees the empty frontier and can flush what it holds.
+        """
+        return _Activations(self._op)
+
+    def __repr__(self) -> str:
+        return f"InputPort({self._op.name!r}, port={self.port}, frontier={self.frontier})"
+
+
+OperatorInput = InputPort
+"""The name an operator's logic knows its inputs by."""
+
+
+class _Activations:
+    __slots__ = ("_op", "_first")
+
+    def __init__(self, op: OperatorRuntime) -> None:
+        self._op = op
+        self._first = True
+
+    def __aiter__(self) -> _Activations:
+        return self
+
+    async def __anext__(self) -> None:
+        if self._first:
+            self._first = False
+            return None
+        if self._op.inputs_complete():
+            raise StopAsyncIteration
+        await NEXT_ACTIVATION
+        return None
 
 
 class OutputPort:
@@ -68,16 +191,16 @@ class OutputPort:
 
     __slots__ = ("op", "index", "pushers", "produced", "_buffer", "_time", "_owner")
 
-    def __init__(self, op: OperatorRuntime, index: int, produced: ChangeBatch) -> None:
+    def __init__(self, op: OperatorRuntime, index: int) -> None:
         self.op = op
         self.index = index
-        self.pushers: list[Callable[[Any, list], None]] = []
-        self.produced = produced
-        self._buffer: list = []
+        self.pushers: list[Pusher] = []
+        self.produced: ChangeBatch[Any] = _UNBOUND
+        self._buffer: list[Any] = []
         self._time: Any = None
         self._owner: Session | None = None
 
-    def push(self, time: Any, batch: list) -> None:
+    def push(self, time: Any, batch: list[Any]) -> None:
         """Send ``batch`` at ``time`` to every consumer."""
         self.produced.update(time, len(batch))
         push_to_all(self.pushers, time, batch)
@@ -126,7 +249,7 @@ class Session:
         else:
             cap._check_valid()
 
-    def _buffer(self) -> list:
+    def _buffer(self) -> list[Any]:
         """The output's buffer, once this session may write to it (its capability still valid)."""
         port = self._port
         if port._owner is not self:
@@ -154,87 +277,6 @@ class Session:
         """Hand buffered records on now (the worker does this when the operator yields)."""
         if self._port._owner is self:
             self._port.flush()
-
-
-class OperatorInput:
-    """An operator's input: the batches that arrived, and the input's frontier."""
-
-    __slots__ = ("_op", "port", "_queue", "_frontier", "_consumed")
-
-    def __init__(self, op: OperatorRuntime, port: int, mailbox: Mailbox, consumed: ChangeBatch) -> None:
-        self._op = op
-        self.port = port
-        self._queue = mailbox.queue
-        ttype = op.ttype
-        self._frontier = MutableAntichain(less_equal=ttype.less_equal, totally_ordered=ttype.totally_ordered)
-        self._consumed = consumed
-
-    def drain(self) -> Iterator[tuple[CapabilityRef, list]]:
-        """Take every batch waiting at this input, as ``(time, records)``; ``time`` is a :class:`CapabilityRef`."""
-        queue, consumed, op, port = self._queue, self._consumed, self._op, self.port
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
-            op.current_time = time
-            yield CapabilityRef(op, port, time), batch
-
-    def next(self) -> tuple[CapabilityRef, list] | None:
-        """The next waiting batch, or ``None``."""
-        if not self._queue:
-            return None
-        time, batch = self._queue.popleft()
-        self._consumed.update(time, len(batch))
-        self._op.current_time = time
-        return CapabilityRef(self._op, self.port, time), batch
-
-    @property
-    def frontier(self) -> Antichain:
-        """The times that may still arrive here (as of this activation)."""
-        return self._frontier.frontier
-
-    def less_equal(self, time: Any) -> bool:
-        """True if records at ``time`` may still arrive (``frontier.less_equal(time)``)."""
-        return self._frontier.less_equal(time)
-
-    def is_complete(self) -> bool:
-        """True once nothing more can arrive and nothing waits: the input is done."""
-        return self._frontier.is_empty() and not self._queue
-
-    def pending(self) -> int:
-        """How many batches wait to be drained."""
-        return len(self._queue)
-
-    def activations(self) -> AsyncIterator[None]:
-        """Iterate once per activation of the operator; stops after the operator saw every input complete.
-
-        The first iteration is the activation in progress. The loop ends when, at the
-        end of an iteration, every input of the operator is complete and drained, so
-        the last iteration sees the empty frontier and can flush what it holds.
-        """
-        return _Activations(self._op)
-
-    def __repr__(self) -> str:
-        return f"OperatorInput({self._op.name!r}, port={self.port}, frontier={self.frontier})"
-
-
-class _Activations:
-    __slots__ = ("_op", "_first")
-
-    def __init__(self, op: OperatorRuntime) -> None:
-        self._op = op
-        self._first = True
-
-    def __aiter__(self) -> _Activations:
-        return self
-
-    async def __anext__(self) -> None:
-        if self._first:
-            self._first = False
-            return None
-        if self._op.inputs_complete():
-            raise StopAsyncIteration
-        await NEXT_ACTIVATION
-        return None
 
 
 class OperatorOutput:
@@ -274,58 +316,18 @@ class OperatorOutput:
 class Activator:
     """Schedules an operator to run again; ``activate()`` is safe to call from any thread."""
 
-    __slots__ = ("_worker", "_path", "_op")
+    __slots__ = ("_op",)
 
-    def __init__(self, worker: Worker, path: tuple[int, ...], op: OperatorRuntime | None = None) -> None:
-        self._worker = worker
-        self._path = path
+    def __init__(self, op: OperatorRuntime) -> None:
         self._op = op
 
     def activate(self) -> None:
-        worker = self._worker
-        if threading.get_ident() == worker._thread_id:
-            worker.activate(self._path)
-        else:
-            worker._call_soon_threadsafe(worker.activate, self._path)
+        op = self._op
+        op.worker.activate_threadsafe(op.path)
 
     async def activated(self) -> None:
         """From inside the operator's logic: wait until the operator is next activated."""
         await NEXT_ACTIVATION
 
     def __repr__(self) -> str:
-        return f"Activator(path={self._path})"
-
-
-class ExchangePusher:
-    """Spreads a batch over every worker's mailbox by a key of each record."""
-
-    __slots__ = ("_key", "_boxes", "_peers")
-
-    def __init__(self, key: Callable[[Any], Any], boxes: list[Mailbox]) -> None:
-        self._key = key
-        self._boxes = boxes
-        self._peers = len(boxes)
-
-    def __call__(self, time: Any, batch: list) -> None:
-        key, peers = self._key, self._peers
-        parts: list[list] = [[] for _ in range(peers)]
-        for record in batch:
-            k = key(record)
-            parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
-        for box, part in zip(self._boxes, parts, strict=True):
-            if part:
-                box.push((time, part))
-
-
-class BroadcastPusher:
-    """Sends every batch to every worker's mailbox."""
-
-    __slots__ = ("_boxes",)
-
-    def __init__(self, boxes: list[Mailbox]) -> None:
-        self._boxes = boxes
-
-    def __call__(self, time: Any, batch: list) -> None:
-        last = len(self._boxes) - 1
-        for i, box in enumerate(self._boxes):
-            box.push((time, batch if i == last else list(batch)))
+        return f"Activator(path={self._op.path})"

@@ -3,64 +3,104 @@
 A :class:`Scope` is first a builder (``region``, ``iterative``, ``feedback``, and
 the operators that streams create in it), then, once built, the runtime of one
 scope on one worker: each round it applies the progress batches that arrived,
-propagates frontiers, runs the children that need it in index order (a nested
-scope runs its own children), and broadcasts what its operators did as one batch.
+propagates frontiers, runs the children that asked to run in index order (a
+nested scope runs its own children), and broadcasts what its operators did as one
+batch. To the worker, a dataflow is its root scope, seen through the ``Schedule``
+protocol (:mod:`aiotimely.worker.schedule`).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar, Union
 
 from ..errors import GraphError
-from ..progress import Product, ProductType, Refinement, SubgraphBuilder
-from ..progress.subgraph import Subgraph
+from ..progress import (
+    Antichain,
+    Product,
+    ProductType,
+    Refinement,
+    Source,
+    Subgraph,
+    SubgraphBuilder,
+    Target,
+    TimestampType,
+    timestamp_type,
+)
+from .channels import ProgressCodec
+from .operator import OperatorRuntime
+from .operators.loops import feedback as _feedback
+from .stream import S, Tee
 
 if TYPE_CHECKING:
-    from ..worker.worker import Dataflow, Worker
-    from .operator import OperatorRuntime
-    from .stream import Stream
+    from ..progress import Operate
+    from ..worker import WorkerHandle
+    from .operators.loops import LoopHandle
 
-__all__ = ["Scope", "LoopHandle"]
+__all__ = ["Dataflow", "Scope", "BuildContext"]
 
 R = TypeVar("R")
 
+Child = Union[OperatorRuntime, "Scope[Any]"]
 
-class Scope:
+
+class Dataflow(Generic[S]):
+    """One dataflow built by one worker: its name, its root scope and its channel numbering."""
+
+    def __init__(self, worker: WorkerHandle, index: int, name: str, timestamp: Any,
+                 stream_type: type[S]) -> None:
+        self.worker = worker
+        self.index = index
+        self.name = name
+        self.stream_type = stream_type
+        self._next_channel = 0
+        self.root: Scope[S] = Scope(worker, self, Refinement.region(timestamp_type(timestamp)), name=name)
+
+    def allocate_channel(self) -> tuple[int, int]:
+        """The next channel id; every worker allocates the same ids in the same order."""
+        channel = (self.index, self._next_channel)
+        self._next_channel += 1
+        return channel
+
+    def __repr__(self) -> str:
+        return f"Dataflow({self.name!r}, index={self.index})"
+
+
+class Scope(Generic[S]):
     """A scope of a dataflow on one worker: the root of a dataflow, a region, or an iterative scope."""
 
     def __init__(
         self,
-        worker: Worker,
-        dataflow: Dataflow,
+        worker: WorkerHandle,
+        dataflow: Dataflow[S],
         refinement: Refinement,
         *,
         name: str,
-        parent: Scope | None = None,
+        parent: Scope[S] | None = None,
     ) -> None:
         self.worker = worker
         self.dataflow = dataflow
         self.parent = parent
         self.name = name
         self.refinement = refinement
-        self.ttype = refinement.inner
+        self.ttype: TimestampType[Any, Any] = refinement.inner
+        self.path: tuple[int, ...]
         if parent is None:
             self.index = 0
-            self.path: tuple[int, ...] = (dataflow.index,)
+            self.path = (dataflow.index,)
         else:
-            self.index = parent._builder.allocate_index()
+            self.index = parent.reserve_child(self)
             self.path = parent.path + (self.index,)
-            parent.children[self.index] = self
-        self._builder = SubgraphBuilder(refinement, name=name, path=self.path, worker=worker.index,
-                                        peers=worker.peers)
+        self._builder: SubgraphBuilder | None = SubgraphBuilder(
+            refinement, name=name, path=self.path, worker=worker.index, peers=worker.peers)
         self.progress_channel = dataflow.allocate_channel()
-        self.children: dict[int, Any] = {}
+        self.children: dict[int, Child] = {}
         self.progress: Subgraph | None = None
-        self.pending: set[int] = set()
+        self._pending: set[int] = set()
         self._incomplete: set[int] = set()
-        self._enters: list = []
         self._loops: list[LoopHandle] = []
-        self._inbox = None
+        self._inbox: Any = None
+        self._activate: Callable[[], None] = lambda: None
 
     # -- facts ------------------------------------------------------------------------
 
@@ -69,21 +109,60 @@ class Scope:
         """The number of workers in the computation."""
         return self.worker.peers
 
-    def _check_building(self) -> None:
+    def _check_building(self) -> SubgraphBuilder:
         if self._builder is None:
             raise GraphError(f"scope {self.name!r} is already built: operators cannot be added to it any more")
+        return self._builder
+
+    # -- building, for operators and channels --------------------------------------------
+
+    def reserve_child(self, child: Child) -> int:
+        """Give ``child`` (an operator or a nested scope being built) its index in this scope."""
+        index = self._check_building().allocate_index()
+        self.children[index] = child
+        return index
+
+    def add_progress(self, index: int, progress: Operate) -> None:
+        """The child at ``index`` is built: track its progress (its shape, summaries and counts)."""
+        self._check_building().add_child(progress, index)
+
+    def add_edge(self, source: Source, target: Target) -> None:
+        self._check_building().add_edge(source, target)
+
+    def add_input(self) -> int:
+        """A new input of this scope, for a stream entering it; its port."""
+        return self._check_building().add_input()
+
+    def add_output(self) -> int:
+        """A new output of this scope, for a stream leaving it; its port."""
+        return self._check_building().add_output()
+
+    def new_stream(self, source: Source, tee: Tee) -> S:
+        """A stream of this scope from ``source``, of the dataflow's stream class."""
+        return self.dataflow.stream_type(self, source, tee)
+
+    def connectivity(self, child: int, input: int) -> dict[int, Antichain[Any]]:
+        """Per output of ``child``, the summaries of the paths from its ``input`` (once built)."""
+        assert self.progress is not None
+        return self.progress.graph.connectivity[child][input]
+
+    def count_entered(self, input: int, time: Any, count: int) -> None:
+        """``count`` records entered this scope through ``input`` at (inner) ``time``: wake the scope."""
+        assert self.progress is not None
+        self.progress.entered(input, time, count)
+        self._activate()
 
     # -- nested scopes -------------------------------------------------------------------
 
-    def region(self, fn: Callable[[Scope], R] | None = None, *, name: str | None = None) -> Any:
+    def region(self, fn: Callable[[Scope[S]], R] | None = None, *, name: str | None = None) -> Any:
         """A nested scope with the same timestamps: ``scope.region(fn)`` or ``with scope.region() as inner:``."""
         return self._nested(Refinement.region(self.ttype), fn, name or "region")
 
-    def iterative(self, fn: Callable[[Scope], R] | None = None, *, name: str | None = None) -> Any:
+    def iterative(self, fn: Callable[[Scope[S]], R] | None = None, *, name: str | None = None) -> Any:
         """A nested scope whose times are ``Product(outer, round)``; loops in it count rounds."""
         return self._nested(Refinement.iterative(self.ttype), fn, name or "iterative")
 
-    def _nested(self, refinement: Refinement, fn: Callable[[Scope], R] | None, name: str) -> Any:
+    def _nested(self, refinement: Refinement, fn: Callable[[Scope[S]], R] | None, name: str) -> Any:
         self._check_building()
         child = Scope(self.worker, self.dataflow, refinement, name=name, parent=self)
         if fn is None:
@@ -94,51 +173,48 @@ class Scope:
 
     # -- loops ------------------------------------------------------------------------
 
-    def feedback(self, summary: Any = 1) -> tuple[LoopHandle, Stream]:
+    def feedback(self, summary: Any = 1) -> tuple[LoopHandle, S]:
         """A loop variable: records given to ``handle`` come back on ``stream``, advanced by ``summary``.
 
         In an iterative scope an ``int`` summary counts rounds: ``feedback(1)`` means
         "the next round". Connect the loop's end with ``stream.connect_loop(handle)``.
         """
-        from .operators.loops import feedback
-
         if isinstance(self.ttype, ProductType) and type(summary) is int:
             summary = Product(self.ttype.outer.identity, summary)
-        return feedback(self, summary)
+        handle, stream = _feedback(self, summary)
+        self._loops.append(handle)
+        return handle, stream
 
     # -- finishing --------------------------------------------------------------------
 
     def _finish(self) -> Subgraph:
         """Freeze the scope: build its progress tracking and hand it to the parent."""
-        self._check_building()
+        builder = self._check_building()
         for loop in self._loops:
             if not loop.connected:
                 raise GraphError(
                     f"scope {self.name!r}: a feedback loop was created but never closed with connect_loop()"
                 )
-        self.progress = self._builder.build()
-        self._builder = None  # type: ignore[assignment]  # built: operators cannot be added any more
+        self.progress = progress = builder.build()
+        self._builder = None  # built: operators cannot be added any more
         self._incomplete = set(self.children)
         if self.parent is not None:
-            self.parent._builder.add_child(self.progress, self.index)
+            self.parent.add_progress(self.index, progress)
         fabric = self.worker.fabric
-        fabric.register(self.progress_channel, self.ttype)
+        fabric.register(self.progress_channel, ProgressCodec(self.ttype))
         self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
-        return self.progress
+        return progress
 
-    def _start(self) -> None:
-        """The dataflow is built: listen for progress, and run every operator once."""
-        self._inbox.listen(self._on_progress)
+    def start(self) -> None:
+        """The dataflow is built: take activations, listen for progress, and start every child."""
+        worker = self.worker
+        self._pending = worker.activations.children(self.path)
+        self._activate = worker.activator(self.path)
+        self._inbox.listen(self._activate)
         for child in self.children.values():
-            child._start()
+            child.start()
 
-    def _on_progress(self) -> None:
-        self.worker.activate(self.path)
-
-    def progress_connectivity(self, op: OperatorRuntime, input: int) -> dict:
-        return self.progress.graph.connectivity[op.index][input]
-
-    # -- running --------------------------------------------------------------------
+    # -- running (the Schedule protocol) -------------------------------------------------
 
     def schedule(self) -> bool:
         """Run one round of this scope; return whether it is still incomplete.
@@ -148,10 +224,10 @@ class Scope:
         that woke, such as a probe, instead of waiting for another round.
         """
         sub = self.progress
-        inbox = self._inbox.queue
-        while inbox:
-            sub.receive(inbox.popleft())
-        pending = self.pending
+        assert sub is not None
+        for batch in self._inbox.drain():
+            sub.receive(batch)
+        pending = self._pending
         for _ in range(2):
             self._run_pass(sub, pending)
             batch = sub.send()
@@ -160,7 +236,7 @@ class Scope:
             self.worker.fabric.broadcast(self.progress_channel, batch, skip=self.worker.index)
             sub.receive(batch)
         if pending or sub.has_pending():
-            self.worker.activate(self.path)
+            self._activate()
         return bool(self._incomplete) or sub.tracking_anything()
 
     def _run_pass(self, sub: Subgraph, pending: set[int]) -> None:
@@ -174,6 +250,7 @@ class Scope:
             heap = active
         children = self.children
         incomplete = self._incomplete
+        worker = self.worker
         later: set[int] = set()
         last = 0
         while heap:
@@ -181,7 +258,7 @@ class Scope:
             if c <= last:
                 continue
             last = c
-            self.worker._operators_run += 1
+            worker.operators_run += 1
             if children[c].schedule():
                 incomplete.add(c)
             else:
@@ -197,7 +274,7 @@ class Scope:
         if later:
             pending.update(later)
 
-    def operators(self):
+    def operators(self) -> Iterator[OperatorRuntime]:
         """Every operator in this scope and the scopes nested in it."""
         for child in self.children.values():
             if isinstance(child, Scope):
@@ -205,7 +282,21 @@ class Scope:
             else:
                 yield child
 
+    def may_be_woken(self) -> bool:
+        """True while something outside may still wake an operator: an awaited future, an activator."""
+        return any(op.may_be_woken() for op in self.operators())
+
+    def blockers(self) -> list[str]:
+        """What keeps this dataflow from completing, in words."""
+        found = [line for op in self.operators() for line in op.blockers()]
+        if not found:
+            waiting = [op.name for op in self.operators() if not op.done]
+            found.append(f"dataflow {self.dataflow.name!r} on worker {self.worker.index} is incomplete "
+                         f"(unfinished operators: {waiting})")
+        return found
+
     def close(self) -> None:
+        """Stop every operator's logic (the computation is shutting down)."""
         for op in self.operators():
             op.close()
 
@@ -213,31 +304,22 @@ class Scope:
         return f"Scope({self.name!r}, path={self.path})"
 
 
-class LoopHandle:
-    """The far end of a feedback loop, to be closed with ``stream.connect_loop(handle)``."""
-
-    def __init__(self, op: OperatorRuntime) -> None:
-        self.op = op
-        self.connected = False
-        op.scope._loops.append(self)
-
-
-class BuildContext:
+class BuildContext(Generic[S]):
     """The ``with``/``async with`` form of building a scope: the block fills it, ``build()`` runs on exit."""
 
-    def __init__(self, scope: Scope, build: Callable[[], Any]) -> None:
+    def __init__(self, scope: Scope[S], build: Callable[[], Any]) -> None:
         self.scope = scope
         self._build = build
 
-    def __enter__(self) -> Scope:
+    def __enter__(self) -> Scope[S]:
         return self.scope
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self._build()
 
-    async def __aenter__(self) -> Scope:
+    async def __aenter__(self) -> Scope[S]:
         return self.scope
 
-    async def __aexit__(self, exc_type, exc, tb) -> None:
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.__exit__(exc_type, exc, tb)

@@ -1,182 +1,50 @@
-"""Streams: the edges of a dataflow, and the methods that build operators on them.
+"""Streams as data: which output of a scope records come from, and where their consumers attach.
 
-A :class:`Stream` is an output of an operator (or where a stream enters or leaves
-a scope) within one scope, on one worker. Every method adds an operator that
-reads it and returns the operator's output stream(s).
+A :class:`StreamCore` is all the dataflow layer knows of a stream. The chainable
+methods users call (``map``, ``exchange``, ``unary_frontier``, ...) belong to its
+subclass :class:`aiotimely.Stream`, in the front module ``aiotimely/stream.py``;
+the operators here take a stream and return new ones of the same class, made by
+the scope (:meth:`~aiotimely.dataflow.scope.Scope.new_stream`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
-from ..progress import FrontierInterest, Source
-from . import capture as _capture
-from . import input as _input
-from .operators import generic, loops, maplike, routing, temporal
+from ..progress import Source
 
 if TYPE_CHECKING:
-    from .scope import LoopHandle, Scope
+    from .scope import Scope
 
-__all__ = ["Stream", "concatenate"]
+__all__ = ["StreamCore", "Pusher", "Tee", "S"]
 
-NEVER, ALWAYS = FrontierInterest.NEVER, FrontierInterest.ALWAYS
+Pusher = Callable[[Any, list[Any]], None]
+"""Takes a batch of records at a time: ``pusher(time, records)``."""
 
 
-class Stream:
-    """A stream of timestamped records in a scope."""
+class Tee(Protocol):
+    """Where a stream's batches come out: every pusher attached gets each batch."""
 
-    __slots__ = ("scope", "source", "_port")
+    pushers: list[Pusher]
 
-    def __init__(self, scope: Scope, source: Source, port: Any) -> None:
+
+class StreamCore:
+    """A stream of timestamped records in a scope: an output (``source``) and the pushers fed from it."""
+
+    __slots__ = ("scope", "source", "_tee")
+
+    def __init__(self, scope: Scope[Any], source: Source, tee: Tee) -> None:
         self.scope = scope
         self.source = source
-        self._port = port
+        self._tee = tee
 
-    # -- record at a time --------------------------------------------------------------
-
-    def map(self, fn: Callable[[Any], Any]) -> Stream:
-        """Each record ``x`` becomes ``fn(x)``."""
-        return maplike.map(self, fn)
-
-    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Stream:
-        """Each record ``x`` becomes the records of ``fn(x)``."""
-        return maplike.flat_map(self, fn)
-
-    def filter(self, predicate: Callable[[Any], bool]) -> Stream:
-        """Only the records for which ``predicate(x)`` is true."""
-        return maplike.filter(self, predicate)
-
-    def inspect(self, fn: Callable[[Any], None]) -> Stream:
-        """Call ``fn(x)`` on each record, passing records on unchanged."""
-        return maplike.inspect(self, fn)
-
-    def inspect_batch(self, fn: Callable[[Any, list], None]) -> Stream:
-        """Call ``fn(time, records)`` on each batch, passing records on unchanged."""
-        return maplike.inspect_batch(self, fn)
-
-    def inspect_time(self, fn: Callable[[Any, Any], None]) -> Stream:
-        """Call ``fn(time, x)`` on each record, passing records on unchanged."""
-        return maplike.inspect_time(self, fn)
-
-    # -- routing ----------------------------------------------------------------------
-
-    def exchange(self, key: Callable[[Any], Any]) -> Stream:
-        """Send each record to worker ``route(key(x))``: equal keys meet on one worker."""
-        return routing.exchange(self, key)
-
-    def broadcast(self) -> Stream:
-        """Send every record to every worker."""
-        return routing.broadcast(self)
-
-    def concat(self, other: Stream) -> Stream:
-        """The records of both streams."""
-        return routing.concatenate(self.scope, [self, other])
-
-    def partition(self, parts: int, fn: Callable[[Any], int]) -> list[Stream]:
-        """``parts`` streams; record ``x`` goes to stream ``fn(x)``."""
-        return routing.partition(self, parts, fn)
-
-    def branch(self, predicate: Callable[[Any], bool]) -> tuple[Stream, Stream]:
-        """``(records where predicate is false, records where it is true)``."""
-        return routing.branch(self, predicate)
-
-    def ok_err(self, fn: Callable[[Any], tuple[bool, Any]]) -> tuple[Stream, Stream]:
-        """``fn(x)`` returns ``(True, ok)`` or ``(False, err)``: gives ``(oks, errs)``."""
-        return routing.ok_err(self, fn)
-
-    # -- time ---------------------------------------------------------------------------
-
-    def delay(self, fn: Callable[[Any, Any], Any]) -> Stream:
-        """Move each record to ``fn(x, time)`` (not earlier), released once that time is complete."""
-        return temporal.delay(self, fn)
-
-    def delay_batch(self, fn: Callable[[Any], Any]) -> Stream:
-        """Move each batch at ``time`` to ``fn(time)`` (not earlier), released once complete."""
-        return temporal.delay_batch(self, fn)
-
-    def accumulate(self, init: Any, fn: Callable[[Any, list], Any]) -> Stream:
-        """Per time, fold batches with ``acc = fn(acc, records)`` from ``init``; emit ``acc`` once the
-        time is complete (one result per worker and time)."""
-        return temporal.accumulate(self, init, fn)
-
-    def count(self) -> Stream:
-        """Per time, the number of records (one count per worker and time)."""
-        return temporal.count(self)
-
-    def reclock(self, clock: Stream) -> Stream:
-        """Hold records until a time of ``clock`` at or after theirs is complete; emit them at it."""
-        return temporal.reclock(self, clock)
-
-    # -- scopes -------------------------------------------------------------------------
-
-    def enter(self, scope: Scope) -> Stream:
-        """This stream inside ``scope``, a scope nested directly in this stream's scope."""
-        return loops.enter(self, scope)
-
-    def leave(self) -> Stream:
-        """This stream in the enclosing scope."""
-        return loops.leave(self)
-
-    def connect_loop(self, handle: LoopHandle) -> None:
-        """Send this stream round the feedback loop of ``handle`` (from ``scope.feedback``)."""
-        loops.connect_loop(self, handle)
-
-    # -- observing --------------------------------------------------------------------
-
-    def probe(self) -> _input.ProbeHandle:
-        """A new :class:`ProbeHandle` watching this stream's frontier."""
-        handle = _input.ProbeHandle()
-        _input.probe_with(self, handle)
-        return handle
-
-    def probe_with(self, handle: _input.ProbeHandle) -> Stream:
-        """Let ``handle`` also watch this stream; returns this stream."""
-        return _input.probe_with(self, handle)
-
-    def capture(self) -> _capture.Captured:
-        """Record this stream's records and frontier changes (on this worker), for ``replay``."""
-        return _capture.capture(self)
-
-    def capture_into(self, sink: Any) -> None:
-        """Push this stream's events to ``sink`` as they happen (an ``EventWriter``, a ``Captured``, ...)."""
-        _capture.capture_into(self, sink)
-
-    # -- user logic ---------------------------------------------------------------------
-
-    def unary(self, logic=None, *, exchange=None, name: str | None = None, interest=NEVER):
-        """An operator with one input and one output: ``async def logic(input, output, cap)``."""
-        return generic.unary(self, logic, exchange=exchange, name=name, interest=interest)
-
-    def unary_frontier(self, logic=None, *, exchange=None, name: str | None = None, interest=ALWAYS):
-        """As :meth:`unary`, woken whenever its input frontier changes."""
-        return generic.unary_frontier(self, logic, exchange=exchange, name=name, interest=interest)
-
-    def unary_notify(self, logic=None, *, exchange=None, name: str | None = None, interest=ALWAYS):
-        """``async def logic(input, output, notificator)``: request and receive notifications."""
-        return generic.unary_notify(self, logic, exchange=exchange, name=name, interest=interest)
-
-    def binary(self, other: Stream, logic=None, *, exchange=None, name: str | None = None, interest=NEVER):
-        """Two inputs, one output: ``async def logic(input1, input2, output, cap)``."""
-        return generic.binary(self, other, logic, exchange=exchange, name=name, interest=interest)
-
-    def binary_frontier(self, other: Stream, logic=None, *, exchange=None, name: str | None = None,
-                        interest=ALWAYS):
-        """As :meth:`binary`, woken whenever an input frontier changes."""
-        return generic.binary_frontier(self, other, logic, exchange=exchange, name=name, interest=interest)
-
-    def binary_notify(self, other: Stream, logic=None, *, exchange=None, name: str | None = None,
-                      interest=ALWAYS):
-        """``async def logic(input1, input2, output, notificator)``."""
-        return generic.binary_notify(self, other, logic, exchange=exchange, name=name, interest=interest)
-
-    def sink(self, logic=None, *, exchange=None, name: str | None = None, interest=ALWAYS):
-        """An operator with no output: ``async def logic(input)``."""
-        return generic.sink(self, logic, exchange=exchange, name=name, interest=interest)
+    def attach(self, pusher: Pusher) -> None:
+        """Feed ``pusher`` every batch of this stream (the channel to a consumer)."""
+        self._tee.pushers.append(pusher)
 
     def __repr__(self) -> str:
-        return f"Stream({self.source!r} in scope {self.scope.name!r})"
+        return f"{type(self).__name__}({self.source!r} in scope {self.scope.name!r})"
 
 
-def concatenate(scope: Scope, streams: Sequence[Stream]) -> Stream:
-    """One stream of the records of every stream in ``streams``."""
-    return routing.concatenate(scope, streams)
+S = TypeVar("S", bound=StreamCore)
+"""The stream class of a dataflow: :class:`aiotimely.Stream` when built through a worker."""

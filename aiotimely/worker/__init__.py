@@ -1,6 +1,12 @@
-"""Layer 3: workers — the scheduler task, stepping, and running computations."""
+"""Layer 3: scheduling — the activation set, the ``Schedule`` protocol dataflows implement, the
+scheduler task with its task group, stepping, idle sleep, stuck detection; the event loop choice.
+It knows operators only through ``Schedule``."""
 
-from .execution import execute as execute
-from .execution import execute_async as execute_async
-from .execution import execute_from_args as execute_from_args
-from .worker import Worker as Worker
+from .activations import Activations as Activations
+from .computation import Computation as Computation
+from .schedule import Schedule as Schedule
+from .schedule import WorkerHandle as WorkerHandle
+from .scheduler import Scheduler as Scheduler
+from .scheduler import WorkerStatistics as WorkerStatistics
+
+__all__ = ["Activations", "Computation", "Schedule", "Scheduler", "WorkerHandle", "WorkerStatistics"]

@@ -53,9 +53,10 @@ def test_a_sender_with_the_wrong_secret_is_refused():
     try:
         code = """
 import asyncio, aiotimely as at
+from aiotimely.connectors import EventReader, EventWriter
 async def main():
     try:
-        await at.EventWriter.connect("127.0.0.1:%d", secret="wrong", timeout=2)
+        await EventWriter.connect("127.0.0.1:%d", secret="wrong", timeout=2)
     except at.ClusterError as e:
         print("refused:", e)
 asyncio.run(main())
@@ -74,14 +75,15 @@ def test_a_live_captured_stream_outlives_the_handshake_time_limit(monkeypatch):
 
     import aiotimely as at
     from aiotimely.comm import link
+    from aiotimely.connectors import EventReader, EventWriter
 
     monkeypatch.setattr(link, "HANDSHAKE_TIMEOUT", 0.2)
     port = consecutive_free_ports(1)
 
     async def main():
         address = f"127.0.0.1:{port}"
-        accepting = asyncio.ensure_future(at.EventReader.accept(address, secret="s"))
-        writer = await at.EventWriter.connect(address, secret="s")
+        accepting = asyncio.ensure_future(EventReader.accept(address, secret="s"))
+        writer = await EventWriter.connect(address, secret="s")
         captured = await accepting
         async with at.Worker() as worker:
             inp = at.InputHandle()

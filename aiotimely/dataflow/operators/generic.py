@@ -12,32 +12,37 @@ Without ``logic`` the builders return a decorator, which returns the output stre
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Coroutine, Sequence
 
 from ...progress import FrontierInterest
+from ..builder import OperatorBuilder
+from ..capability import Capability
 from ..notificator import Notificator
-from ..operator import OperatorRuntime
-from ..ports import OperatorInput, OperatorOutput
-from .common import output_stream
+from ..operator import Logic
+from ..ports import OperatorOutput
+from ..stream import S
 
-if TYPE_CHECKING:
-    from ..stream import Stream
-
-__all__ = ["build", "unary", "binary", "unary_frontier", "binary_frontier", "unary_notify", "binary_notify", "sink"]
+__all__ = ["Interest", "OperatorLogic", "build", "unary", "binary", "unary_frontier", "binary_frontier",
+           "unary_notify", "binary_notify", "sink"]
 
 NEVER, ALWAYS = FrontierInterest.NEVER, FrontierInterest.ALWAYS
 
+Interest = FrontierInterest | Sequence[FrontierInterest]
+"""One frontier interest for every input, or one per input."""
+OperatorLogic = Callable[..., Coroutine[Any, Any, None]]
+"""``async def logic(input..., output..., cap...)``, resumed at each activation."""
+
 
 def build(
-    streams: Sequence[Stream],
-    logic: Callable[..., Any] | None,
+    streams: Sequence[S],
+    logic: OperatorLogic | None,
     *,
     kind: str,
     outputs: int,
     notify: bool,
     exchange: Any,
     name: str | None,
-    interest: Any,
+    interest: Interest,
 ) -> Any:
     """Build an operator from ``logic``; without ``logic``, return a decorator that does."""
     if logic is None:
@@ -52,54 +57,69 @@ def build(
     keys = list(exchange) if isinstance(exchange, (list, tuple)) else [exchange] * len(streams)
     if len(keys) != len(streams):
         raise ValueError(f"{kind} {name!r}: {len(keys)} exchange keys for {len(streams)} inputs")
-    op = OperatorRuntime(streams[0].scope, name, len(streams), outputs, interest=interest)
-    inputs: list[OperatorInput] = [
-        op.connect(i, s, exchange=k) for i, (s, k) in enumerate(zip(streams, keys, strict=True))
-    ]
-    outs = [OperatorOutput(port) for port in op.outputs]
-    if notify:
-        for o in range(outputs):
-            op.mint(o).drop()
-        op.run_coroutine(logic(*inputs, *outs, Notificator(op)))
-    elif outputs:
-        op.run_coroutine(logic(*inputs, *outs, *(op.mint(o) for o in range(outputs))))
-    else:
-        op.run_coroutine(logic(*inputs))
+    interests = [interest] * len(streams) if isinstance(interest, FrontierInterest) else list(interest)
+    if len(interests) != len(streams):
+        raise ValueError(f"operator {name!r}: {len(interests)} frontier interests for {len(streams)} inputs")
+    builder = OperatorBuilder(streams[0].scope, name)
+    inputs = [builder.new_input(s, exchange=k, interest=i)
+              for s, k, i in zip(streams, keys, interests, strict=True)]
+    ports, results = [], []
+    for _ in range(outputs):
+        port, stream = builder.new_output()
+        ports.append(OperatorOutput(port))
+        results.append(stream)
+    op = builder.op
+
+    def constructor(capabilities: list[Capability]) -> Logic:
+        if notify:
+            for cap in capabilities:
+                cap.drop()
+            return logic(*inputs, *ports, Notificator(op))
+        return logic(*inputs, *ports, *capabilities)
+
+    builder.build(constructor)
     if outputs == 1:
-        return output_stream(op)
-    return [output_stream(op, o) for o in range(outputs)] if outputs else None
+        return results[0]
+    return results if outputs else None
 
 
-def unary(stream: Stream, logic=None, *, exchange=None, name=None, interest=NEVER):
+def unary(stream: S, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
+          interest: Interest = NEVER) -> Any:
     return build([stream], logic, kind="unary", outputs=1, notify=False, exchange=exchange, name=name,
                  interest=interest)
 
 
-def unary_frontier(stream: Stream, logic=None, *, exchange=None, name=None, interest=ALWAYS):
+def unary_frontier(stream: S, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                   name: str | None = None, interest: Interest = ALWAYS) -> Any:
     return build([stream], logic, kind="unary_frontier", outputs=1, notify=False, exchange=exchange, name=name,
                  interest=interest)
 
 
-def unary_notify(stream: Stream, logic=None, *, exchange=None, name=None, interest=ALWAYS):
+def unary_notify(stream: S, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
+                 interest: Interest = ALWAYS) -> Any:
     return build([stream], logic, kind="unary_notify", outputs=1, notify=True, exchange=exchange, name=name,
                  interest=interest)
 
 
-def binary(stream: Stream, other: Stream, logic=None, *, exchange=None, name=None, interest=NEVER):
+def binary(stream: S, other: S, logic: OperatorLogic | None = None, *, exchange: Any = None,
+           name: str | None = None, interest: Interest = NEVER) -> Any:
     return build([stream, other], logic, kind="binary", outputs=1, notify=False, exchange=exchange, name=name,
                  interest=interest)
 
 
-def binary_frontier(stream: Stream, other: Stream, logic=None, *, exchange=None, name=None, interest=ALWAYS):
+def binary_frontier(stream: S, other: S, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                    name: str | None = None, interest: Interest = ALWAYS) -> Any:
     return build([stream, other], logic, kind="binary_frontier", outputs=1, notify=False, exchange=exchange,
                  name=name, interest=interest)
 
 
-def binary_notify(stream: Stream, other: Stream, logic=None, *, exchange=None, name=None, interest=ALWAYS):
+def binary_notify(stream: S, other: S, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                  name: str | None = None, interest: Interest = ALWAYS) -> Any:
     return build([stream, other], logic, kind="binary_notify", outputs=1, notify=True, exchange=exchange,
                  name=name, interest=interest)
 
 
-def sink(stream: Stream, logic=None, *, exchange=None, name=None, interest=ALWAYS):
+def sink(stream: S, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
+         interest: Interest = ALWAYS) -> Any:
     return build([stream], logic, kind="sink", outputs=0, notify=False, exchange=exchange, name=name,
                  interest=interest)

@@ -5,23 +5,25 @@ converts each batch's time to the inner scope's (adding an iteration coordinate
 for an iterative scope), counts the records into the scope's progress, and hands
 them to the consumers inside. Leaving converts back and hands them to the
 consumers outside; the inner producer already counted them.
+
+A feedback loop is an operator whose input is connected last: ``feedback`` makes
+its output (the loop's stream), ``connect_loop`` its input, and then builds it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
-from ...progress import FrontierInterest, Source, Target
-from ..operator import OperatorRuntime
-from ..ports import push_to_all
-from .common import output_stream
+from ...progress import Source, Target
+from ..builder import OperatorBuilder
+from ..channels import push_to_all
+from ..stream import Pusher, S, StreamCore
 
 if TYPE_CHECKING:
-    from ..scope import LoopHandle, Scope
-    from ..stream import Stream
+    from ..scope import Scope
 
-__all__ = ["enter", "leave", "feedback", "connect_loop"]
+__all__ = ["enter", "leave", "feedback", "connect_loop", "LoopHandle"]
 
 
 class _EnterPort:
@@ -29,17 +31,15 @@ class _EnterPort:
 
     __slots__ = ("pushers", "_scope", "_input", "_to_inner")
 
-    def __init__(self, scope: Scope, input: int) -> None:
-        self.pushers: list[Callable[[Any, list], None]] = []
+    def __init__(self, scope: Scope[Any], input: int) -> None:
+        self.pushers: list[Pusher] = []
         self._scope = scope
         self._input = input
         self._to_inner = scope.refinement.to_inner
 
-    def __call__(self, time: Any, batch: list) -> None:
+    def __call__(self, time: Any, batch: list[Any]) -> None:
         inner = self._to_inner(time)
-        scope = self._scope
-        scope.progress.entered(self._input, inner, len(batch))
-        scope.worker.activate(scope.path)
+        self._scope.count_entered(self._input, inner, len(batch))
         push_to_all(self.pushers, inner, batch)
 
 
@@ -48,49 +48,53 @@ class _LeavePort:
 
     __slots__ = ("pushers", "_to_outer")
 
-    def __init__(self, scope: Scope) -> None:
-        self.pushers: list[Callable[[Any, list], None]] = []
+    def __init__(self, scope: Scope[Any]) -> None:
+        self.pushers: list[Pusher] = []
         self._to_outer = scope.refinement.to_outer
 
-    def __call__(self, time: Any, batch: list) -> None:
+    def __call__(self, time: Any, batch: list[Any]) -> None:
         outer = self._to_outer(time)
         push_to_all(self.pushers, outer, batch)
 
 
-def enter(stream: Stream, inner: Scope) -> Stream:
-    from ..stream import Stream
-
+def enter(stream: S, inner: Scope[Any]) -> S:
     if inner.parent is not stream.scope:
         raise GraphError(
             f"cannot enter scope {inner.name!r} from scope {stream.scope.name!r}: "
             "a stream enters a scope directly nested in its own"
         )
-    inner._check_building()
-    port = inner._builder.add_input()
-    stream.scope._builder.add_edge(stream.source, Target(inner.index, port))
+    port = inner.add_input()
+    stream.scope.add_edge(stream.source, Target(inner.index, port))
     enter_port = _EnterPort(inner, port)
-    stream._port.pushers.append(enter_port)
-    return Stream(inner, Source(0, port), enter_port)
+    stream.attach(enter_port)
+    result: S = inner.new_stream(Source(0, port), enter_port)
+    return result
 
 
-def leave(stream: Stream) -> Stream:
-    from ..stream import Stream
-
+def leave(stream: S) -> S:
     inner = stream.scope
     outer = inner.parent
     if outer is None:
         raise GraphError(f"stream of scope {inner.name!r} cannot leave: it is a dataflow's outermost scope")
-    inner._check_building()
-    port = inner._builder.add_output()
-    inner._builder.add_edge(stream.source, Target(0, port))
+    port = inner.add_output()
+    inner.add_edge(stream.source, Target(0, port))
     leave_port = _LeavePort(inner)
-    stream._port.pushers.append(leave_port)
-    return Stream(outer, Source(inner.index, port), leave_port)
+    stream.attach(leave_port)
+    result: S = outer.new_stream(Source(inner.index, port), leave_port)
+    return result
 
 
-def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle, Stream]:
-    from ..scope import LoopHandle
+class LoopHandle:
+    """The far end of a feedback loop, to be closed with ``stream.connect_loop(handle)``."""
 
+    def __init__(self, builder: OperatorBuilder, summary: Any) -> None:
+        self._builder = builder
+        self._summary = summary
+        self.connected = False
+
+
+def feedback(scope: Scope[Any], summary: Any) -> tuple[LoopHandle, Any]:
+    """A loop variable in ``scope``: the handle to connect later, and the stream coming round."""
     try:
         scope.ttype.check_summary(summary)
     except (TypeError, ValueError) as e:
@@ -100,26 +104,25 @@ def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle, Stream]:
             f"scope {scope.name!r}: feedback({summary!r}) does not advance time, so records could go round "
             "the loop forever at one time; use a summary that moves time forward, such as 1"
         )
-    op = OperatorRuntime(scope, "Feedback", 1, 1, connectivity=[{0: summary}], interest=FrontierInterest.NEVER)
-    results_in = scope.ttype.results_in
-    out = op.outputs[0]
+    builder = OperatorBuilder(scope, "Feedback")
+    _, stream = builder.new_output()
+    return LoopHandle(builder, summary), stream
+
+
+def connect_loop(stream: StreamCore, handle: LoopHandle) -> None:
+    """Send ``stream`` round the loop of ``handle``: build the feedback operator."""
+    if handle.connected:
+        raise GraphError("this feedback loop is already connected")
+    builder, summary = handle._builder, handle._summary
+    inp = builder.new_input(stream, connection={0: summary})
+    out = builder.op.outputs[0]
+    results_in = builder.op.ttype.results_in
 
     def run() -> None:
-        queue = op.mailboxes[0].queue
-        consumed = op.progress.shared.consumeds[0]
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
+        for time, batch in inp.batches():
             later = results_in(summary, time)
             if later is not None:  # beyond the last representable time the loop drops records
                 out.push(later, batch)
 
-    op.run_function(run)
-    return LoopHandle(op), output_stream(op)
-
-
-def connect_loop(stream: Stream, handle: LoopHandle) -> None:
-    if handle.connected:
-        raise GraphError("this feedback loop is already connected")
-    handle.op.connect(0, stream)
+    builder.build_function(run)
     handle.connected = True

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from ..operator import OperatorRuntime
-from .common import output_stream
-
-if TYPE_CHECKING:
-    from ..stream import Stream
+from ..builder import OperatorBuilder
+from ..stream import S
 
 __all__ = ["batch_operator", "map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time"]
 
@@ -17,41 +14,36 @@ _filter = filter
 
 
 def batch_operator(
-    stream: Stream,
+    stream: S,
     name: str,
-    transform: Callable[[Any, list], list | None],
+    transform: Callable[[Any, list[Any]], list[Any] | None],
     *,
     exchange: Callable[[Any], Any] | None = None,
     broadcast: bool = False,
-) -> Stream:
+) -> S:
     """One input, one output, same times: ``transform(time, batch)`` returns the batch to send on
     (``None`` or empty to send nothing)."""
-    op = OperatorRuntime(stream.scope, name, 1, 1)
-    op.connect(0, stream, exchange=exchange, broadcast=broadcast)
-    queue = op.mailboxes[0].queue
-    consumed = op.progress.shared.consumeds[0]
-    out = op.outputs[0]
+    builder = OperatorBuilder(stream.scope, name)
+    inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast)
+    out, result = builder.new_output()
 
     def run() -> None:
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
-            op.current_time = time
-            result = transform(time, batch)
-            if result:
-                out.push(time, result)
+        for time, batch in inp.batches():
+            sent = transform(time, batch)
+            if sent:
+                out.push(time, sent)
 
-    op.run_function(run)
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]
 
 
-def map(stream: Stream, fn: Callable[[Any], Any]) -> Stream:
+def map(stream: S, fn: Callable[[Any], Any]) -> S:
     return batch_operator(stream, "Map", lambda _t, batch: list(_map(fn, batch)))
 
 
-def flat_map(stream: Stream, fn: Callable[[Any], Iterable[Any]]) -> Stream:
-    def transform(_t: Any, batch: list) -> list:
-        out: list = []
+def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]]) -> S:
+    def transform(_t: Any, batch: list[Any]) -> list[Any]:
+        out: list[Any] = []
         extend = out.extend
         for record in batch:
             extend(fn(record))
@@ -60,12 +52,12 @@ def flat_map(stream: Stream, fn: Callable[[Any], Iterable[Any]]) -> Stream:
     return batch_operator(stream, "FlatMap", transform)
 
 
-def filter(stream: Stream, predicate: Callable[[Any], bool]) -> Stream:
+def filter(stream: S, predicate: Callable[[Any], bool]) -> S:
     return batch_operator(stream, "Filter", lambda _t, batch: list(_filter(predicate, batch)))
 
 
-def inspect(stream: Stream, fn: Callable[[Any], None]) -> Stream:
-    def transform(_t: Any, batch: list) -> list:
+def inspect(stream: S, fn: Callable[[Any], None]) -> S:
+    def transform(_t: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(record)
         return batch
@@ -73,16 +65,16 @@ def inspect(stream: Stream, fn: Callable[[Any], None]) -> Stream:
     return batch_operator(stream, "Inspect", transform)
 
 
-def inspect_batch(stream: Stream, fn: Callable[[Any, list], None]) -> Stream:
-    def transform(time: Any, batch: list) -> list:
+def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], None]) -> S:
+    def transform(time: Any, batch: list[Any]) -> list[Any]:
         fn(time, batch)
         return batch
 
     return batch_operator(stream, "InspectBatch", transform)
 
 
-def inspect_time(stream: Stream, fn: Callable[[Any, Any], None]) -> Stream:
-    def transform(time: Any, batch: list) -> list:
+def inspect_time(stream: S, fn: Callable[[Any, Any], None]) -> S:
+    def transform(time: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(time, record)
         return batch

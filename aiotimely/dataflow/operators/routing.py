@@ -5,72 +5,61 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...errors import GraphError
-from ..operator import OperatorRuntime
-from .common import output_stream
+from ..builder import OperatorBuilder
+from ..stream import S
 from .maplike import batch_operator
 
 if TYPE_CHECKING:
     from ..scope import Scope
-    from ..stream import Stream
 
 __all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch", "ok_err"]
 
 
-def exchange(stream: Stream, key: Callable[[Any], Any]) -> Stream:
+def exchange(stream: S, key: Callable[[Any], Any]) -> S:
     return batch_operator(stream, "Exchange", lambda _t, batch: batch, exchange=key)
 
 
-def broadcast(stream: Stream) -> Stream:
+def broadcast(stream: S) -> S:
     return batch_operator(stream, "Broadcast", lambda _t, batch: batch, broadcast=True)
 
 
-def concatenate(scope: Scope, streams: Sequence[Stream]) -> Stream:
+def concatenate(scope: Scope[S], streams: Sequence[S]) -> S:
     """One stream of everything in ``streams`` (all of ``scope``)."""
     streams = list(streams)
     if not streams:
         raise GraphError("concatenate needs at least one stream")
-    op = OperatorRuntime(scope, "Concatenate", len(streams), 1)
-    for port, stream in enumerate(streams):
-        op.connect(port, stream)
-    queues = [box.queue for box in op.mailboxes]
-    consumeds = op.progress.shared.consumeds
-    out = op.outputs[0]
+    builder = OperatorBuilder(scope, "Concatenate")
+    inputs = [builder.new_input(stream) for stream in streams]
+    out, result = builder.new_output()
 
     def run() -> None:
-        for queue, consumed in zip(queues, consumeds, strict=True):
-            while queue:
-                time, batch = queue.popleft()
-                consumed.update(time, len(batch))
+        for inp in inputs:
+            for time, batch in inp.batches():
                 out.push(time, batch)
 
-    op.run_function(run)
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]
 
 
-def split(stream: Stream, name: str, outputs: int, choose: Callable[[list], list[list]]) -> list[Stream]:
+def split(stream: S, name: str, outputs: int, choose: Callable[[list[Any]], list[list[Any]]]) -> list[S]:
     """One input, ``outputs`` outputs, same times: ``choose(batch)`` returns one list per output."""
-    op = OperatorRuntime(stream.scope, name, 1, outputs)
-    op.connect(0, stream)
-    queue = op.mailboxes[0].queue
-    consumed = op.progress.shared.consumeds[0]
-    ports = op.outputs
+    builder = OperatorBuilder(stream.scope, name)
+    inp = builder.new_input(stream)
+    ports, streams = zip(*(builder.new_output() for _ in range(outputs)), strict=True)
 
     def run() -> None:
-        while queue:
-            time, batch = queue.popleft()
-            consumed.update(time, len(batch))
-            op.current_time = time
+        for time, batch in inp.batches():
             for port, part in zip(ports, choose(batch), strict=True):
                 if part:
                     port.push(time, part)
 
-    op.run_function(run)
-    return [output_stream(op, o) for o in range(outputs)]
+    builder.build_function(run)
+    return list(streams)
 
 
-def partition(stream: Stream, parts: int, fn: Callable[[Any], int]) -> list[Stream]:
-    def choose(batch: list) -> list[list]:
-        out: list[list] = [[] for _ in range(parts)]
+def partition(stream: S, parts: int, fn: Callable[[Any], int]) -> list[S]:
+    def choose(batch: list[Any]) -> list[list[Any]]:
+        out: list[list[Any]] = [[] for _ in range(parts)]
         for record in batch:
             k = fn(record)
             if type(k) is not int or not 0 <= k < parts:
@@ -81,10 +70,10 @@ def partition(stream: Stream, parts: int, fn: Callable[[Any], int]) -> list[Stre
     return split(stream, "Partition", parts, choose)
 
 
-def branch(stream: Stream, predicate: Callable[[Any], bool]) -> tuple[Stream, Stream]:
-    def choose(batch: list) -> list[list]:
-        no: list = []
-        yes: list = []
+def branch(stream: S, predicate: Callable[[Any], bool]) -> tuple[S, S]:
+    def choose(batch: list[Any]) -> list[list[Any]]:
+        no: list[Any] = []
+        yes: list[Any] = []
         for record in batch:
             (yes if predicate(record) else no).append(record)
         return [no, yes]
@@ -93,10 +82,10 @@ def branch(stream: Stream, predicate: Callable[[Any], bool]) -> tuple[Stream, St
     return false_stream, true_stream
 
 
-def ok_err(stream: Stream, fn: Callable[[Any], tuple[bool, Any]]) -> tuple[Stream, Stream]:
-    def choose(batch: list) -> list[list]:
-        oks: list = []
-        errs: list = []
+def ok_err(stream: S, fn: Callable[[Any], tuple[bool, Any]]) -> tuple[S, S]:
+    def choose(batch: list[Any]) -> list[list[Any]]:
+        oks: list[Any] = []
+        errs: list[Any] = []
         for record in batch:
             ok, value = fn(record)
             (oks if ok else errs).append(value)

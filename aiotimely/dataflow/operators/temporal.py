@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import CapabilityError
 from ...progress import FrontierInterest
+from ..builder import OperatorBuilder
 from ..capability import Capability, CapabilityRef
-from ..operator import OperatorRuntime
-from .common import output_stream
+from ..stream import S
 
 if TYPE_CHECKING:
-    from ..stream import Stream
+    from ..ports import InputPort
 
 __all__ = ["delay", "delay_batch", "accumulate", "count", "reclock"]
 
@@ -26,28 +26,27 @@ IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
 class _Stash:
     """Per pending time: the capability to send at it, and what to send."""
 
-    def __init__(self, op: OperatorRuntime) -> None:
-        self.op = op
-        self.entries: dict[Any, list] = {}   # time -> [capability, payload]
+    def __init__(self) -> None:
+        self.entries: dict[Any, list[Any]] = {}   # time -> [capability, payload]
 
-    def slot(self, ref: CapabilityRef, time: Any, empty: Callable[[], Any]) -> list:
+    def slot(self, ref: CapabilityRef, time: Any, empty: Callable[[], Any]) -> list[Any]:
         entry = self.entries.get(time)
         if entry is None:
             entry = self.entries[time] = [ref.delayed(time), empty()]
         return entry
 
-    def ready(self, frontiers: list) -> list[tuple[Any, Capability, Any]]:
+    def ready(self, frontiers: list[InputPort]) -> list[tuple[Any, Capability, Any]]:
         """Pop the entries whose time every frontier has passed, earliest first."""
         due = sorted(t for t in self.entries if not any(f.less_equal(t) for f in frontiers))
         return [(t, *self.entries.pop(t)) for t in due]
 
 
-def _delaying(stream: Stream, name: str, new_time: Callable[[Any, Any], Any], per_record: bool) -> Stream:
-    op = OperatorRuntime(stream.scope, name, 1, 1, interest=IF_CAPABILITY)
-    inp = op.connect(0, stream)
-    out = op.outputs[0]
-    stash = _Stash(op)
-    ttype = op.ttype
+def _delaying(stream: S, name: str, new_time: Callable[[Any, Any], Any], per_record: bool) -> S:
+    builder = OperatorBuilder(stream.scope, name)
+    inp = builder.new_input(stream, interest=IF_CAPABILITY)
+    out, result = builder.new_output()
+    stash = _Stash()
+    ttype = stream.scope.ttype
 
     def later(record: Any, time: Any) -> Any:
         t = new_time(record, time)
@@ -73,23 +72,23 @@ def _delaying(stream: Stream, name: str, new_time: Callable[[Any, Any], Any], pe
             out.push(time, records)
             cap.drop()
 
-    op.run_function(run)
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]
 
 
-def delay(stream: Stream, fn: Callable[[Any, Any], Any]) -> Stream:
+def delay(stream: S, fn: Callable[[Any, Any], Any]) -> S:
     return _delaying(stream, "Delay", fn, per_record=True)
 
 
-def delay_batch(stream: Stream, fn: Callable[[Any], Any]) -> Stream:
+def delay_batch(stream: S, fn: Callable[[Any], Any]) -> S:
     return _delaying(stream, "DelayBatch", lambda _record, time: fn(time), per_record=False)
 
 
-def accumulate(stream: Stream, init: Any, fn: Callable[[Any, list], Any], *, name: str = "Accumulate") -> Stream:
-    op = OperatorRuntime(stream.scope, name, 1, 1, interest=IF_CAPABILITY)
-    inp = op.connect(0, stream)
-    out = op.outputs[0]
-    stash = _Stash(op)
+def accumulate(stream: S, init: Any, fn: Callable[[Any, list[Any]], Any], *, name: str = "Accumulate") -> S:
+    builder = OperatorBuilder(stream.scope, name)
+    inp = builder.new_input(stream, interest=IF_CAPABILITY)
+    out, result = builder.new_output()
+    stash = _Stash()
 
     def run() -> None:
         for ref, batch in inp.drain():
@@ -99,22 +98,22 @@ def accumulate(stream: Stream, init: Any, fn: Callable[[Any, list], Any], *, nam
             out.push(time, [acc])
             cap.drop()
 
-    op.run_function(run)
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]
 
 
-def count(stream: Stream) -> Stream:
+def count(stream: S) -> S:
     return accumulate(stream, 0, lambda acc, records: acc + len(records), name="Count")
 
 
-def reclock(stream: Stream, clock: Stream) -> Stream:
-    op = OperatorRuntime(stream.scope, "Reclock", 2, 1, interest=IF_CAPABILITY)
-    data = op.connect(0, stream)
-    ticks = op.connect(1, clock)
-    out = op.outputs[0]
-    stash = _Stash(op)
-    held: list[tuple[Any, list]] = []
-    ttype = op.ttype
+def reclock(stream: S, clock: S) -> S:
+    builder = OperatorBuilder(stream.scope, "Reclock")
+    data = builder.new_input(stream, interest=IF_CAPABILITY)
+    ticks = builder.new_input(clock, interest=IF_CAPABILITY)
+    out, result = builder.new_output()
+    stash = _Stash()
+    held: list[tuple[Any, list[Any]]] = []
+    ttype = stream.scope.ttype
 
     def run() -> None:
         for ref, batch in data.drain():
@@ -129,5 +128,5 @@ def reclock(stream: Stream, clock: Stream) -> Stream:
                 out.push(tick, due)
             cap.drop()
 
-    op.run_function(run)
-    return output_stream(op)
+    builder.build_function(run)
+    return result  # type: ignore[no-any-return]

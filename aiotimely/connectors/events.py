@@ -13,12 +13,12 @@ import asyncio
 import logging
 from typing import Any
 
+from ..comm.codec import CodecError, RecordCodec
+from ..comm.framing import Frame, Kind, encode_frame
+from ..comm.handshake import Acceptor, Dialer, shared_secret
+from ..comm.link import Link, LinkHandler, connect, parse_address
 from ..dataflow.capture import Captured, Messages, Progress
 from ..errors import ClusterError
-from .codec import CodecError, RecordCodec
-from .framing import Frame, Kind, encode_frame
-from .handshake import Acceptor, Dialer, shared_secret
-from .link import Link, LinkHandler, connect, parse_address
 
 __all__ = ["EventWriter", "EventReader"]
 

@@ -1,4 +1,4 @@
-"""Running a computation: ``execute(build, workers=W)`` and ``execute_from_args``.
+"""Running a computation: :class:`Worker`, ``execute(build, workers=W)`` and ``execute_from_args``.
 
 All the workers of one process share one event loop. Python runs one thread of
 bytecode at a time, so threads would add locking and hand-off costs without adding
@@ -13,15 +13,105 @@ import argparse
 import asyncio
 import inspect
 import os
-from typing import Any, Callable, Sequence
+from types import TracebackType
+from typing import Any, Callable, Sequence, TypeVar
 
-from ..comm.cluster import Cluster
-from ..comm.handshake import shared_secret
-from ..errors import ClusterError
-from .loop import run
-from .worker import Computation, Worker
+from .comm.cluster import Cluster
+from .comm.handshake import shared_secret
+from .dataflow.scope import BuildContext, Dataflow, Scope
+from .errors import ClusterError
+from .stream import Stream
+from .worker import Computation, Scheduler, WorkerStatistics
+from .worker.loop import run
 
-__all__ = ["execute", "execute_async", "execute_from_args"]
+__all__ = ["Worker", "execute", "execute_async", "execute_from_args", "parse_args"]
+
+R = TypeVar("R")
+
+
+class Worker:
+    """One timely worker on an asyncio event loop.
+
+    Use ``async with aiotimely.Worker() as worker:`` inside an application (one
+    worker, the running loop), or let :func:`aiotimely.execute` create several.
+    """
+
+    def __init__(self, index: int = 0, peers: int = 1, *, computation: Computation | None = None) -> None:
+        self._scheduler = Scheduler(index, peers, computation or Computation(peers))
+
+    @property
+    def index(self) -> int:
+        """This worker's index, in ``range(peers)``."""
+        return self._scheduler.index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers in the computation (every process's)."""
+        return self._scheduler.peers
+
+    # -- building ----------------------------------------------------------------------
+
+    def dataflow(self, fn: Callable[[Scope[Stream]], R] | None = None, *, name: str | None = None,
+                 timestamp: Any = int) -> Any:
+        """Build a dataflow: ``worker.dataflow(fn)`` calls ``fn(scope)`` and returns its result, or
+        ``async with worker.dataflow() as scope:`` builds it when the block ends.
+
+        ``timestamp`` is the dataflow's timestamp type (``int`` by default).
+        """
+        scheduler = self._scheduler
+        index = scheduler.new_dataflow_index()
+        dataflow = Dataflow(scheduler, index, name or f"dataflow-{index}", timestamp, Stream)
+        if fn is None:
+            return BuildContext(dataflow.root, lambda: self._install(dataflow))
+        result = fn(dataflow.root)
+        if asyncio.iscoroutine(result):
+            result.close()
+            raise TypeError("worker.dataflow(fn) needs a plain function; build asynchronously with "
+                            "'async with worker.dataflow() as scope:'")
+        self._install(dataflow)
+        return result
+
+    def _install(self, dataflow: Dataflow[Stream]) -> None:
+        root = dataflow.root
+        root._finish()
+        self._scheduler.install(dataflow.index, root)
+        root.start()
+
+    # -- running ----------------------------------------------------------------------
+
+    async def step(self) -> None:
+        """Let the worker do one round of scheduling."""
+        await self._scheduler.step()
+
+    async def step_while(self, predicate: Callable[[], bool]) -> None:
+        """Step while ``predicate()`` is true (e.g. ``lambda: probe.less_than(inp.time)``)."""
+        await self._scheduler.step_while(predicate)
+
+    async def step_until_done(self) -> None:
+        """Run until every dataflow of this worker is complete."""
+        await self._scheduler.step_until_done()
+
+    def statistics(self) -> WorkerStatistics:
+        """What the worker has done so far: rounds, dataflows, operator activations."""
+        return self._scheduler.statistics()
+
+    # -- async with ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Worker:
+        self._scheduler.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        try:
+            if exc_type is None:
+                self._scheduler.end_build()
+                await self._scheduler.step_until_done()
+        finally:
+            await self._scheduler.stop()
+
+    def __repr__(self) -> str:
+        return f"Worker(index={self.index}, peers={self.peers})"
 
 
 def execute(
@@ -53,8 +143,10 @@ def execute(
     ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
     ``"asyncio"``.
     """
-    return run(execute_async(build, workers=workers, processes=processes, process=process, addresses=addresses,
-                             secret=secret, pickle=pickle, connect_timeout=connect_timeout), loop)
+    result: list[Any] = run(execute_async(build, workers=workers, processes=processes, process=process,
+                                          addresses=addresses, secret=secret, pickle=pickle,
+                                          connect_timeout=connect_timeout), loop)
+    return result
 
 
 async def execute_async(
@@ -90,14 +182,14 @@ async def execute_async(
     first = process * workers
     members = [Worker(first + i, processes * workers, computation=computation) for i in range(workers)]
     for worker in members:
-        worker._start_scheduler()
+        worker._scheduler.start()
 
     async def run_worker(worker: Worker) -> Any:
         try:
             result = build(worker)
             if inspect.isawaitable(result):
                 result = await result
-            worker._close_inputs()
+            worker._scheduler.end_build()
             await worker.step_until_done()
             return result
         except BaseException as exc:
@@ -120,7 +212,7 @@ async def execute_async(
         raise
     finally:
         for worker in members:
-            await worker._stop()
+            await worker._scheduler.stop()
         if cluster is not None:
             await cluster.close()
 
@@ -139,7 +231,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     return parser.parse_known_args(argv)
 
 
-def execute_from_args(build: Callable[[Worker], Any], argv: Sequence[str] | None = None, **options: Any) -> list:
+def execute_from_args(build: Callable[[Worker], Any], argv: Sequence[str] | None = None,
+                      **options: Any) -> list[Any]:
     """:func:`execute` configured from a command line (``sys.argv[1:]`` by default): ``-w -n -p -h``."""
     args, _ = parse_args(argv)
     addresses = None

@@ -1,0 +1,67 @@
+"""The interface every fabric offers the layers above: channels of items between workers.
+
+A fabric moves items (record batches, progress batches: it does not look inside)
+on numbered channels. Within a process an item is passed by reference; to a
+worker in another process it is encoded with the channel's :class:`ChannelCodec`,
+which the layer that opened the channel supplies, and decoded there with the same.
+:class:`~.local.LocalFabric` is one process; :class:`~.cluster.ClusterFabric` adds
+TCP links to the others.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Hashable, Protocol
+
+if TYPE_CHECKING:
+    from .backpressure import BackPressure
+    from .codec import RecordCodec
+    from .local import Mailbox
+
+__all__ = ["ChannelCodec", "Endpoint", "Fabric"]
+
+
+class ChannelCodec(Protocol):
+    """How one channel's items become bytes for another process, and back."""
+
+    def encode(self, item: Any) -> bytes:
+        ...
+
+    def decode(self, payload: bytes) -> Any:
+        ...
+
+
+class Endpoint(Protocol):
+    """Where a sender pushes items for one worker: that worker's mailbox, or a link to its process."""
+
+    def push(self, item: Any) -> None:
+        ...
+
+
+class Fabric(Protocol):
+    """Channels between the workers of a computation."""
+
+    peers: int
+    codec: RecordCodec
+    """The computation's codec for values (records): what channel codecs build on."""
+    pressure: BackPressure
+    """The back-pressure policy: when producers wait and when reading pauses."""
+
+    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+        """Declare a channel and its codec (items from other processes wait until it is declared)."""
+        ...
+
+    def mailbox(self, channel: Hashable, worker: int) -> Mailbox:
+        """The mailbox of ``worker`` (one of this process's) for ``channel``, created by either side first."""
+        ...
+
+    def mailboxes(self, channel: Hashable, source: int) -> list[Endpoint]:
+        """Every worker's endpoint for ``channel``, in worker order, for sending worker ``source``."""
+        ...
+
+    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
+        """Push ``item`` to every worker's mailbox for ``channel`` but ``skip``'s, in order."""
+        ...
+
+    def discard(self, channel: Hashable) -> None:
+        """Forget a channel's mailboxes."""
+        ...

@@ -1,0 +1,138 @@
+"""Building an operator, in timely's layers: its shape first, then its logic.
+
+``OperatorBuilder`` declares the operator's inputs (each a counted
+:class:`~aiotimely.dataflow.ports.InputPort` fed by a channel) and outputs (each an
+:class:`~aiotimely.dataflow.ports.OutputPort` and the stream it feeds), then builds it:
+
+* :meth:`~OperatorBuilder.build_raw` (timely's ``builder_raw``): a function run at
+  each activation; the operator holds its initial capabilities as counts and
+  changes them with :meth:`~aiotimely.dataflow.operator.OperatorRuntime.adjust_held`;
+* :meth:`~OperatorBuilder.build` (``builder_rc``): the initial capabilities as
+  :class:`~aiotimely.dataflow.capability.Capability` objects, handed to a
+  constructor that returns the logic (a function or a coroutine);
+* :meth:`~OperatorBuilder.build_function`: a function over batches that holds no
+  capability of its own (the built-in map, filter, ...).
+
+Every operator, built-in or user-written (``unary``, ``binary``, ... in
+:mod:`.operators.generic`), is made here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..errors import GraphError
+from ..progress import FrontierInterest, Source, Target
+from .capability import Capability
+from .channels import open_channel
+from .operator import Logic, OperatorRuntime
+from .ports import InputPort, OutputPort
+from .stream import StreamCore
+
+if TYPE_CHECKING:
+    from .scope import Scope
+
+__all__ = ["OperatorBuilder"]
+
+
+class OperatorBuilder:
+    """An operator under construction in ``scope``: declare its ports, then build it once."""
+
+    def __init__(self, scope: Scope[Any], name: str) -> None:
+        scope._check_building()
+        self.scope = scope
+        self.op = OperatorRuntime(scope, name)
+        self._connections: list[dict[int, Any] | None] = []
+        self._interest: list[FrontierInterest] = []
+        self._built = False
+
+    @property
+    def index(self) -> int:
+        return self.op.index
+
+    def new_input(
+        self,
+        stream: StreamCore,
+        *,
+        exchange: Callable[[Any], Any] | None = None,
+        broadcast: bool = False,
+        interest: FrontierInterest = FrontierInterest.NEVER,
+        connection: dict[int, Any] | None = None,
+    ) -> InputPort:
+        """An input fed by ``stream``: on this worker, by ``exchange`` (a key) over all workers, or to all.
+
+        ``connection`` maps outputs to the summary of the path from this input to
+        them (default: every output, unchanged).
+        """
+        op, scope = self.op, self.scope
+        port = len(op.inputs)
+        if stream.scope is not scope:
+            raise GraphError(
+                f"{op.describe()}: input {port} comes from a stream of scope {stream.scope.name!r}; "
+                f"bring it into scope {scope.name!r} with enter() or leave() first"
+            )
+        self._check_open()
+        scope.add_edge(stream.source, Target(op.index, port))
+        pusher, mailbox = open_channel(scope, exchange=exchange, broadcast=broadcast)
+        stream.attach(pusher)
+        inp = InputPort(op, port, mailbox)
+        op.inputs.append(inp)
+        self._connections.append(connection)
+        self._interest.append(FrontierInterest(interest))
+        return inp
+
+    def new_output(self) -> tuple[OutputPort, Any]:
+        """An output, and the stream of what it sends (of the scope's stream class)."""
+        self._check_open()
+        op = self.op
+        out = OutputPort(op, len(op.outputs))
+        op.outputs.append(out)
+        return out, self.scope.new_stream(Source(op.index, out.index), out)
+
+    def _check_open(self) -> None:
+        if self._built:
+            raise GraphError(f"{self.op.describe()} is already built: it cannot get more ports")
+        self.scope._check_building()
+
+    def _install(self) -> OperatorRuntime:
+        self._check_open()
+        self._built = True
+        op = self.op
+        outputs = len(op.outputs)
+        connectivity: Sequence[dict[int, Any]] | None = None
+        if any(c is not None for c in self._connections):
+            identity = op.ttype.identity
+            connectivity = [c if c is not None else {o: identity for o in range(outputs)}
+                            for c in self._connections]
+        op.install(connectivity, self._interest)
+        return op
+
+    # -- the three ways to build ------------------------------------------------------
+
+    def build_raw(self, schedule: Callable[[], None]) -> OperatorRuntime:
+        """Call ``schedule()`` at each activation. The operator holds one capability per output at the
+        minimum time, as counts, until it changes them with ``op.adjust_held``; it is complete once it
+        holds none and its inputs are complete."""
+        op = self._install()
+        op.set_logic(schedule)
+        return op
+
+    def build(self, constructor: Callable[[list[Capability]], Logic]) -> OperatorRuntime:
+        """Hand the initial capabilities (one per output, at the minimum time) to ``constructor``, which
+        returns the logic: a function called, or a coroutine resumed, at each activation."""
+        op = self._install()
+        minimum = op.ttype.minimum
+        capabilities = [Capability(op, o, minimum, minted=True) for o in range(len(op.outputs))]
+        op.set_logic(constructor(capabilities))
+        return op
+
+    def build_function(self, run: Callable[[], None]) -> OperatorRuntime:
+        """Call ``run()`` at each activation; the operator drops its initial capabilities (it sends only
+        at the times of what it receives, or with capabilities it takes from received times)."""
+
+        def constructor(capabilities: list[Capability]) -> Logic:
+            for cap in capabilities:
+                cap.drop()
+            return run
+
+        return self.build(constructor)

@@ -1,0 +1,146 @@
+"""Channels: how a batch gets from an output to the mailboxes of its consumers.
+
+A channel is a numbered edge of a dataflow. Its pusher runs on the producing
+worker: straight into one mailbox on this worker (timely's Pipeline), spread over
+every worker's mailbox by a key of each record (Exchange), or to every worker
+(Broadcast). Mailboxes of workers in other processes encode what they are given
+with the channel's codec, which this module supplies: the communication layer
+moves bytes and knows nothing of records or times.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..comm.codec import RecordCodec, register_extension
+from ..comm.local import Mailbox
+from ..comm.routing import route
+from ..progress import Product, ProgressBatch, TimestampType
+from .stream import Pusher
+
+if TYPE_CHECKING:
+    from .scope import Scope
+
+__all__ = ["push_to_all", "MailboxPusher", "ExchangePusher", "BroadcastPusher", "DataCodec", "ProgressCodec",
+           "open_channel"]
+
+PRODUCT_EXTENSION = 2
+"""The value codec's extension code for :class:`~aiotimely.progress.Product`."""
+
+
+def _product(data: Any) -> Product:
+    outer, inner = data
+    return Product(outer, inner)
+
+
+register_extension(PRODUCT_EXTENSION, Product, tuple, _product)
+
+
+class DataCodec:
+    """A data channel's items, ``(time, records)``, as bytes: the time in its type's wire form, the records
+    by the computation's value codec."""
+
+    __slots__ = ("_ttype", "_values")
+
+    def __init__(self, ttype: TimestampType[Any, Any], values: RecordCodec) -> None:
+        self._ttype = ttype
+        self._values = values
+
+    def encode(self, item: tuple[Any, list[Any]]) -> bytes:
+        time, batch = item
+        return self._values.pack((self._ttype.encode(time), batch))
+
+    def decode(self, payload: bytes) -> tuple[Any, list[Any]]:
+        time, records = self._values.unpack(payload)
+        return self._ttype.decode(time), list(records)
+
+
+class ProgressCodec:
+    """A scope's progress channel: :class:`~aiotimely.progress.ProgressBatch` es in their compact form."""
+
+    __slots__ = ("_ttype",)
+
+    def __init__(self, ttype: TimestampType[Any, Any]) -> None:
+        self._ttype = ttype
+
+    def encode(self, batch: ProgressBatch) -> bytes:
+        return batch.encode(self._ttype)
+
+    def decode(self, payload: bytes) -> ProgressBatch:
+        return ProgressBatch.decode(payload, self._ttype)
+
+
+def push_to_all(pushers: list[Pusher], time: Any, batch: list[Any]) -> None:
+    """Hand ``batch`` to every pusher: a copy to all but the last, so each consumer may keep or change its own."""
+    if len(pushers) == 1:
+        pushers[0](time, batch)
+    elif pushers:
+        last = len(pushers) - 1
+        for i, push in enumerate(pushers):
+            push(time, batch if i == last else list(batch))
+
+
+class MailboxPusher:
+    """Pushes batches into one mailbox on this worker."""
+
+    __slots__ = ("_box",)
+
+    def __init__(self, box: Mailbox) -> None:
+        self._box = box
+
+    def __call__(self, time: Any, batch: list[Any]) -> None:
+        self._box.push((time, batch))
+
+
+class ExchangePusher:
+    """Spreads a batch over every worker's mailbox by a key of each record."""
+
+    __slots__ = ("_key", "_boxes", "_peers")
+
+    def __init__(self, key: Callable[[Any], Any], boxes: list[Any]) -> None:
+        self._key = key
+        self._boxes = boxes
+        self._peers = len(boxes)
+
+    def __call__(self, time: Any, batch: list[Any]) -> None:
+        key, peers = self._key, self._peers
+        parts: list[list[Any]] = [[] for _ in range(peers)]
+        for record in batch:
+            k = key(record)
+            parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
+        for box, part in zip(self._boxes, parts, strict=True):
+            if part:
+                box.push((time, part))
+
+
+class BroadcastPusher:
+    """Sends every batch to every worker's mailbox."""
+
+    __slots__ = ("_boxes",)
+
+    def __init__(self, boxes: list[Any]) -> None:
+        self._boxes = boxes
+
+    def __call__(self, time: Any, batch: list[Any]) -> None:
+        last = len(self._boxes) - 1
+        for i, box in enumerate(self._boxes):
+            box.push((time, batch if i == last else list(batch)))
+
+
+def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None,
+                 broadcast: bool = False) -> tuple[Pusher, Mailbox]:
+    """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox.
+
+    Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
+    worker that produced them.
+    """
+    worker = scope.worker
+    channel = scope.dataflow.allocate_channel()
+    if (exchange is None and not broadcast) or worker.peers == 1:
+        mailbox = Mailbox()
+        return MailboxPusher(mailbox), mailbox
+    fabric = worker.fabric
+    fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
+    boxes = fabric.mailboxes(channel, source=worker.index)
+    pusher: Pusher = BroadcastPusher(boxes) if broadcast else ExchangePusher(exchange, boxes)  # type: ignore[arg-type]
+    return pusher, boxes[worker.index]

@@ -1,0 +1,182 @@
+"""Streams, as users chain them: ``stream.map(f).exchange(key).unary_frontier(logic)``.
+
+:class:`Stream` is the dataflow layer's :class:`~aiotimely.dataflow.stream.StreamCore`
+(a scope, an output, its consumers) with one method per operator of the library.
+Each method builds its operator with the functions of ``aiotimely/dataflow/operators/``
+and returns the operator's output stream(s), of this class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+from .dataflow import capture as _capture
+from .dataflow import input as _input
+from .dataflow.operators import generic, loops, maplike, routing, temporal
+from .dataflow.operators.generic import Interest, OperatorLogic
+from .dataflow.stream import StreamCore
+from .progress import FrontierInterest
+
+if TYPE_CHECKING:
+    from .dataflow import Captured, LoopHandle, ProbeHandle, Scope
+
+__all__ = ["Stream", "concatenate"]
+
+NEVER, ALWAYS = FrontierInterest.NEVER, FrontierInterest.ALWAYS
+
+
+class Stream(StreamCore):
+    """A stream of timestamped records in a scope, with a method for each operator of the library."""
+
+    __slots__ = ()
+
+    # -- record at a time --------------------------------------------------------------
+
+    def map(self, fn: Callable[[Any], Any]) -> Stream:
+        """Each record ``x`` becomes ``fn(x)``."""
+        return maplike.map(self, fn)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> Stream:
+        """Each record ``x`` becomes the records of ``fn(x)``."""
+        return maplike.flat_map(self, fn)
+
+    def filter(self, predicate: Callable[[Any], bool]) -> Stream:
+        """Only the records for which ``predicate(x)`` is true."""
+        return maplike.filter(self, predicate)
+
+    def inspect(self, fn: Callable[[Any], None]) -> Stream:
+        """Call ``fn(x)`` on each record, passing records on unchanged."""
+        return maplike.inspect(self, fn)
+
+    def inspect_batch(self, fn: Callable[[Any, list[Any]], None]) -> Stream:
+        """Call ``fn(time, records)`` on each batch, passing records on unchanged."""
+        return maplike.inspect_batch(self, fn)
+
+    def inspect_time(self, fn: Callable[[Any, Any], None]) -> Stream:
+        """Call ``fn(time, x)`` on each record, passing records on unchanged."""
+        return maplike.inspect_time(self, fn)
+
+    # -- routing ----------------------------------------------------------------------
+
+    def exchange(self, key: Callable[[Any], Any]) -> Stream:
+        """Send each record to worker ``route(key(x))``: equal keys meet on one worker."""
+        return routing.exchange(self, key)
+
+    def broadcast(self) -> Stream:
+        """Send every record to every worker."""
+        return routing.broadcast(self)
+
+    def concat(self, other: Stream) -> Stream:
+        """The records of both streams."""
+        return routing.concatenate(self.scope, [self, other])
+
+    def partition(self, parts: int, fn: Callable[[Any], int]) -> list[Stream]:
+        """``parts`` streams; record ``x`` goes to stream ``fn(x)``."""
+        return routing.partition(self, parts, fn)
+
+    def branch(self, predicate: Callable[[Any], bool]) -> tuple[Stream, Stream]:
+        """``(records where predicate is false, records where it is true)``."""
+        return routing.branch(self, predicate)
+
+    def ok_err(self, fn: Callable[[Any], tuple[bool, Any]]) -> tuple[Stream, Stream]:
+        """``fn(x)`` returns ``(True, ok)`` or ``(False, err)``: gives ``(oks, errs)``."""
+        return routing.ok_err(self, fn)
+
+    # -- time ---------------------------------------------------------------------------
+
+    def delay(self, fn: Callable[[Any, Any], Any]) -> Stream:
+        """Move each record to ``fn(x, time)`` (not earlier), released once that time is complete."""
+        return temporal.delay(self, fn)
+
+    def delay_batch(self, fn: Callable[[Any], Any]) -> Stream:
+        """Move each batch at ``time`` to ``fn(time)`` (not earlier), released once complete."""
+        return temporal.delay_batch(self, fn)
+
+    def accumulate(self, init: Any, fn: Callable[[Any, list[Any]], Any]) -> Stream:
+        """Per time, fold batches with ``acc = fn(acc, records)`` from ``init``; emit ``acc`` once the
+        time is complete (one result per worker and time)."""
+        return temporal.accumulate(self, init, fn)
+
+    def count(self) -> Stream:
+        """Per time, the number of records (one count per worker and time)."""
+        return temporal.count(self)
+
+    def reclock(self, clock: Stream) -> Stream:
+        """Hold records until a time of ``clock`` at or after theirs is complete; emit them at it."""
+        return temporal.reclock(self, clock)
+
+    # -- scopes -------------------------------------------------------------------------
+
+    def enter(self, scope: Scope[Stream]) -> Stream:
+        """This stream inside ``scope``, a scope nested directly in this stream's scope."""
+        return loops.enter(self, scope)
+
+    def leave(self) -> Stream:
+        """This stream in the enclosing scope."""
+        return loops.leave(self)
+
+    def connect_loop(self, handle: LoopHandle) -> None:
+        """Send this stream round the feedback loop of ``handle`` (from ``scope.feedback``)."""
+        loops.connect_loop(self, handle)
+
+    # -- observing --------------------------------------------------------------------
+
+    def probe(self) -> ProbeHandle:
+        """A new :class:`ProbeHandle` watching this stream's frontier."""
+        handle = _input.ProbeHandle()
+        _input.probe_with(self, handle)
+        return handle
+
+    def probe_with(self, handle: ProbeHandle) -> Stream:
+        """Let ``handle`` also watch this stream; returns a stream of the same records."""
+        return _input.probe_with(self, handle)
+
+    def capture(self) -> Captured:
+        """Record this stream's records and frontier changes (on this worker), for ``replay``."""
+        return _capture.capture(self)
+
+    def capture_into(self, sink: Any) -> None:
+        """Push this stream's events to ``sink`` as they happen (an ``EventWriter``, a ``Captured``, ...)."""
+        _capture.capture_into(self, sink)
+
+    # -- user logic ---------------------------------------------------------------------
+
+    def unary(self, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
+              interest: Interest = NEVER) -> Any:
+        """An operator with one input and one output: ``async def logic(input, output, cap)``."""
+        return generic.unary(self, logic, exchange=exchange, name=name, interest=interest)
+
+    def unary_frontier(self, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                       name: str | None = None, interest: Interest = ALWAYS) -> Any:
+        """As :meth:`unary`, woken whenever its input frontier changes."""
+        return generic.unary_frontier(self, logic, exchange=exchange, name=name, interest=interest)
+
+    def unary_notify(self, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                     name: str | None = None, interest: Interest = ALWAYS) -> Any:
+        """``async def logic(input, output, notificator)``: request and receive notifications."""
+        return generic.unary_notify(self, logic, exchange=exchange, name=name, interest=interest)
+
+    def binary(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
+               name: str | None = None, interest: Interest = NEVER) -> Any:
+        """Two inputs, one output: ``async def logic(input1, input2, output, cap)``."""
+        return generic.binary(self, other, logic, exchange=exchange, name=name, interest=interest)
+
+    def binary_frontier(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                        name: str | None = None, interest: Interest = ALWAYS) -> Any:
+        """As :meth:`binary`, woken whenever an input frontier changes."""
+        return generic.binary_frontier(self, other, logic, exchange=exchange, name=name, interest=interest)
+
+    def binary_notify(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
+                      name: str | None = None, interest: Interest = ALWAYS) -> Any:
+        """``async def logic(input1, input2, output, notificator)``."""
+        return generic.binary_notify(self, other, logic, exchange=exchange, name=name, interest=interest)
+
+    def sink(self, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
+             interest: Interest = ALWAYS) -> Any:
+        """An operator with no output: ``async def logic(input)``."""
+        return generic.sink(self, logic, exchange=exchange, name=name, interest=interest)
+
+
+def concatenate(scope: Scope[Stream], streams: Sequence[Stream]) -> Stream:
+    """One stream of the records of every stream in ``streams``."""
+    return routing.concatenate(scope, streams)

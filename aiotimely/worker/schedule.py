@@ -1,0 +1,81 @@
+"""What the worker knows of dataflows, and what dataflow code may ask of the worker.
+
+The worker runs dataflows only through :class:`Schedule`: run a round, say whether
+something outside may still wake it, say what keeps it from completing, close.
+Dataflow code reaches the worker only through :class:`WorkerHandle`: its place in
+the computation, its fabric, activations, a task group for helper tasks, and
+waiters that fail with the computation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
+
+if TYPE_CHECKING:
+    from ..comm.fabric import Fabric
+    from .activations import Activations
+
+__all__ = ["Schedule", "WorkerHandle"]
+
+
+class Schedule(Protocol):
+    """A dataflow (its root scope), as the worker runs it."""
+
+    name: str
+    path: tuple[int, ...]
+
+    def schedule(self) -> bool:
+        """Run what asked to run; return whether the dataflow is still incomplete."""
+        ...
+
+    def may_be_woken(self) -> bool:
+        """True while something outside the worker (an awaited future, an activator) may still wake it."""
+        ...
+
+    def blockers(self) -> list[str]:
+        """What keeps it from completing, in words, for a user."""
+        ...
+
+    def close(self) -> None:
+        """The computation is shutting down: stop every operator's logic."""
+        ...
+
+
+class WorkerHandle(Protocol):
+    """The part of a worker that dataflow code uses."""
+
+    index: int
+    peers: int
+    fabric: Fabric
+    activations: Activations
+    operators_run: int
+
+    def activate(self, path: tuple[int, ...]) -> None:
+        """Schedule the operator or scope at ``path`` for the next round (from the worker's thread)."""
+        ...
+
+    def activate_threadsafe(self, path: tuple[int, ...]) -> None:
+        """:meth:`activate`, from any thread."""
+        ...
+
+    def activator(self, path: tuple[int, ...]) -> Callable[[], None]:
+        """A function that activates ``path`` (the worker's thread only)."""
+        ...
+
+    def call_in_worker_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Call ``fn(*args)`` now if on the worker's thread, else soon on it."""
+        ...
+
+    def at_build_end(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the worker's build is over (its build function returned or its block ended)."""
+        ...
+
+    def waiter(self) -> asyncio.Future[None]:
+        """A future on the worker's loop that fails with the computation's error if the worker stops first."""
+        ...
+
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` as a helper task owned by the worker: cancelled and awaited when it stops; if it fails,
+        the computation fails with its error."""
+        ...

@@ -1,0 +1,300 @@
+"""One worker's scheduling: the task that runs rounds, sleeps when idle, and owns the helper tasks.
+
+Each round the worker runs every dataflow that something activated (data
+arrived, a frontier moved, a progress batch came in, an activator fired, a future
+an operator awaited completed); each dataflow runs only the operators that asked.
+With nothing to do, the scheduler sleeps on a future that any activation
+resolves: an idle worker costs nothing. The scheduler task runs inside an
+``asyncio.TaskGroup``: helper tasks that operators start (:meth:`Scheduler.start_soon`)
+are cancelled and awaited when the worker stops, and one that fails fails the
+computation.
+
+The scheduler knows dataflows only through :class:`~.schedule.Schedule`; dataflow code
+knows the scheduler only through :class:`~.schedule.WorkerHandle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, Coroutine, NamedTuple
+
+from ..errors import DataflowError
+from .activations import Activations
+from .computation import Computation
+from .schedule import Schedule
+
+__all__ = ["Scheduler", "WorkerStatistics"]
+
+
+class WorkerStatistics(NamedTuple):
+    """A snapshot of what a worker has done."""
+
+    index: int
+    peers: int
+    rounds: int
+    dataflows: int
+    operators_run: int
+
+
+class Scheduler:
+    """The scheduling side of worker ``index`` of ``peers``, one of ``computation``'s workers."""
+
+    def __init__(self, index: int, peers: int, computation: Computation) -> None:
+        if not 0 <= index < peers:
+            raise ValueError(f"worker index {index} is not in 0..{peers - 1}")
+        self.index = index
+        self.peers = peers
+        self.computation = computation
+        computation.workers.append(self)
+        self.fabric = computation.fabric
+        self.activations = Activations(self.wake_up)
+        self.operators_run = 0
+        self.rounds = 0
+        self._dataflows: dict[int, Schedule] = {}
+        self._next_dataflow = 0
+        self._wake: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._thread_id = threading.get_ident()
+        self._step_waiters: list[asyncio.Future[None]] = []
+        self._done_waiters: list[asyncio.Future[None]] = []
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._build_end: list[Callable[[], None]] = []
+        self._built = False
+        self._group: asyncio.TaskGroup | None = None
+        self._helpers: set[asyncio.Task[Any]] = set()
+
+    # -- dataflows ------------------------------------------------------------------------
+
+    def new_dataflow_index(self) -> int:
+        """The index of the next dataflow; every worker numbers its dataflows in the same order."""
+        index = self._next_dataflow
+        self._next_dataflow += 1
+        return index
+
+    def install(self, index: int, dataflow: Schedule) -> None:
+        """Run ``dataflow`` from now on, until it is complete."""
+        self._dataflows[index] = dataflow
+
+    # -- for dataflow code (WorkerHandle) -----------------------------------------------------
+
+    def activate(self, path: tuple[int, ...]) -> None:
+        self.activations.activate(path)
+
+    def activate_threadsafe(self, path: tuple[int, ...]) -> None:
+        if threading.get_ident() == self._thread_id:
+            self.activations.activate(path)
+        else:
+            self.call_in_worker_thread(self.activations.activate, path)
+
+    def activator(self, path: tuple[int, ...]) -> Callable[[], None]:
+        return self.activations.activator(path)
+
+    def call_in_worker_thread(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._thread_id:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def at_build_end(self, fn: Callable[[], None]) -> None:
+        if self._built:
+            fn()
+        else:
+            self._build_end.append(fn)
+
+    def waiter(self) -> asyncio.Future[None]:
+        self.check_running()
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.add(fut)
+        fut.add_done_callback(self._waiters.discard)
+        return fut
+
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        group = self._group
+        if group is None:
+            coro.close()
+            raise RuntimeError(f"worker {self.index} is not running: it cannot start {name!r}")
+        task = group.create_task(_reported(coro, name), name=f"aiotimely-worker-{self.index}: {name}")
+        self._helpers.add(task)
+        task.add_done_callback(self._helpers.discard)
+        return task
+
+    # -- waking ------------------------------------------------------------------------
+
+    def wake_up(self) -> None:
+        """Resume the scheduler task if it sleeps."""
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    # -- running ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the scheduler task on the running event loop."""
+        if self._task is not None:
+            raise RuntimeError(f"worker {self.index} is already running")
+        self._loop = asyncio.get_running_loop()
+        self._thread_id = threading.get_ident()
+        self._task = self._loop.create_task(self._main(), name=f"aiotimely-worker-{self.index}")
+
+    async def _main(self) -> None:
+        computation = self.computation
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                try:
+                    await self._run()
+                finally:
+                    self._group = None
+                    for task in list(self._helpers):
+                        task.cancel()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # an operator or a helper failed: stop everyone
+            computation.fail(_first_error(exc))
+        finally:
+            error = computation.error or RuntimeError(f"worker {self.index} stopped")
+            for fut in self._step_waiters + self._done_waiters + list(self._waiters):
+                if not fut.done():
+                    fut.set_exception(error)
+            self._step_waiters.clear()
+            self._done_waiters.clear()
+
+    async def _run(self) -> None:
+        computation = self.computation
+        pressure = self.fabric.pressure
+        activations = self.activations
+        loop = self._loop
+        assert loop is not None
+        while computation.error is None:
+            if not activations:
+                pressure.after_round()
+                self._release(self._step_waiters)
+                if not self._dataflows:
+                    self._release(self._done_waiters)
+                if self._done_waiters:
+                    computation.check_stuck()
+                    if computation.error is not None:
+                        break
+                self._wake = loop.create_future()
+                try:
+                    await self._wake
+                finally:
+                    self._wake = None
+                continue
+            self._round()
+            self._release(self._step_waiters)
+            if pressure.congested():  # the network is behind: let it drain before producing more
+                await pressure.wait_writable()
+            pressure.after_round()
+            await asyncio.sleep(0)
+
+    def _round(self) -> None:
+        self.rounds += 1
+        for index in self.activations.take_dataflows():
+            dataflow = self._dataflows.get(index)
+            if dataflow is not None and not dataflow.schedule():
+                del self._dataflows[index]
+                self.activations.forget(index)
+
+    @staticmethod
+    def _release(waiters: list[asyncio.Future[None]]) -> None:
+        while waiters:
+            fut = waiters.pop()
+            if not fut.done():
+                fut.set_result(None)
+
+    def idle_for_good(self) -> bool:
+        """True if nothing could ever wake this worker again: it is complete, or it waits for
+        completion with nothing outside (an open input, an awaited future, an activator) able to wake it."""
+        if self.activations:
+            return False
+        if not self._dataflows:
+            return self._built  # a worker still building may yet feed the others
+        if not self._done_waiters:
+            return False
+        return not any(dataflow.may_be_woken() for dataflow in self._dataflows.values())
+
+    def blockers(self) -> list[str]:
+        """What keeps this worker's dataflows from completing, in words."""
+        return [line for dataflow in self._dataflows.values() for line in dataflow.blockers()]
+
+    async def step(self) -> None:
+        """Let the worker do one round of scheduling."""
+        self.check_running()
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._step_waiters.append(fut)
+        self.wake_up()
+        await fut
+
+    async def step_while(self, predicate: Callable[[], bool]) -> None:
+        """Step while ``predicate()`` is true."""
+        while predicate():
+            await self.step()
+
+    async def step_until_done(self) -> None:
+        """Run until every dataflow of this worker is complete."""
+        self.check_running()
+        if not self._dataflows and not self.activations:
+            return
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._done_waiters.append(fut)
+        self.wake_up()
+        await fut
+
+    def check_running(self) -> None:
+        """Raise the computation's error, or say so if the worker is not running."""
+        if self.computation.error is not None:
+            raise self.computation.error
+        if self._task is None or self._task.done():
+            raise RuntimeError("the worker is not running: use 'async with aiotimely.Worker() as worker:' "
+                               "or aiotimely.execute(...)")
+
+    def end_build(self) -> None:
+        """The worker's build is over: run what waited for that (inputs still open are closed)."""
+        self._built = True
+        callbacks, self._build_end = self._build_end, []
+        for fn in callbacks:
+            fn()
+
+    async def stop(self) -> None:
+        """Stop the scheduler task (cancelling and awaiting the helper tasks) and close every dataflow."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for dataflow in self._dataflows.values():
+            dataflow.close()
+        self._dataflows.clear()
+
+    def statistics(self) -> WorkerStatistics:
+        return WorkerStatistics(self.index, self.peers, self.rounds, len(self._dataflows), self.operators_run)
+
+    def __repr__(self) -> str:
+        return f"Scheduler(index={self.index}, peers={self.peers})"
+
+
+async def _reported(coro: Coroutine[Any, Any, Any], name: str) -> Any:
+    """Run a helper task; if it fails, say which one (its error is the computation's)."""
+    try:
+        return await coro
+    except (asyncio.CancelledError, DataflowError):
+        raise
+    except Exception as exc:
+        raise DataflowError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        exc = (inner or exc.exceptions)[0]
+    return exc
