@@ -129,10 +129,9 @@ class OperatorBuilder:
     def build_function(self, run: Callable[[], None]) -> OperatorRuntime:
         """Call ``run()`` at each activation; the operator drops its initial capabilities (it sends only
         at the times of what it receives, or with capabilities it takes from received times)."""
-
-        def constructor(capabilities: list[Capability]) -> Logic:
-            for cap in capabilities:
-                cap.drop()
-            return run
-
-        return self.build(constructor)
+        op = self._install()
+        minimum = op.ttype.minimum
+        for output in range(len(op.outputs)):
+            op.adjust_held(output, minimum, -1)
+        op.set_logic(run)
+        return op

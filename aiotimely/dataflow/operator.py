@@ -80,10 +80,10 @@ class OperatorRuntime:
 
     def set_logic(self, logic: Logic) -> None:
         """Run ``logic`` at each activation: call it (a function) or resume it (a coroutine)."""
-        if isinstance(logic, Coroutine):
-            self._coro = logic
-        elif callable(logic):
+        if callable(logic):
             self._function = logic
+        elif isinstance(logic, Coroutine):
+            self._coro = logic
         else:
             raise TypeError(f"{self.describe()}: the logic must be a function or a coroutine, not {logic!r}")
 
@@ -94,9 +94,10 @@ class OperatorRuntime:
 
     def start(self) -> None:
         """The dataflow is built: listen to the input mailboxes, and run once."""
+        activate = self.worker.activator(self.path)
         for port in self.inputs:
-            port._listen(self.worker.activator(self.path))
-        self.worker.activate(self.path)
+            port._listen(activate)
+        activate()
 
     # -- capabilities -------------------------------------------------------------------
 
