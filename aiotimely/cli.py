@@ -84,23 +84,25 @@ async def launch(commands: list[list[str]], env: dict[str, str]) -> int:
                                              env=env)
         for cmd in commands
     ]
-    forwarders = [asyncio.ensure_future(_forward(stream, f"[process {i}] ", sink))
-                  for i, p in enumerate(procs) for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr))]
-    waits = {asyncio.ensure_future(p.wait()): i for i, p in enumerate(procs)}
     failed: list[tuple[int, int]] = []
-    pending = set(waits)
-    while pending:
-        done, pending = await asyncio.wait(pending, timeout=GRACE if failed else None,
-                                           return_when=asyncio.FIRST_COMPLETED)
-        if not done:  # a process failed and the others did not end within the grace period
-            for fut in pending:
-                procs[waits[fut]].kill()
-            continue
-        for fut in done:
-            code = fut.result()
-            if code != 0:
-                failed.append((waits[fut], code))
-    await asyncio.gather(*forwarders)
+    async with asyncio.TaskGroup() as tasks:
+        for i, p in enumerate(procs):
+            for stream, sink in ((p.stdout, sys.stdout), (p.stderr, sys.stderr)):
+                assert stream is not None
+                tasks.create_task(_forward(stream, f"[process {i}] ", sink))
+        waits = {tasks.create_task(p.wait()): i for i, p in enumerate(procs)}
+        pending: set[asyncio.Task[int]] = set(waits)
+        while pending:
+            done, pending = await asyncio.wait(pending, timeout=GRACE if failed else None,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            if not done:  # a process failed and the others did not end within the grace period
+                for fut in pending:
+                    procs[waits[fut]].kill()
+                continue
+            for fut in done:
+                code = fut.result()
+                if code != 0:
+                    failed.append((waits[fut], code))
     for i, code in sorted(failed):
         print(f"aiotimely: process {i} exited with status {code}", file=sys.stderr)
     return 1 if failed else 0

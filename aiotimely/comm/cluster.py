@@ -92,17 +92,18 @@ class Cluster(LinkHandler):
         self._all_connected = loop.create_future()
         if self.processes == 1:
             self._all_connected.set_result(None)
-        dials = [asyncio.ensure_future(self._dial(peer)) for peer in range(self.index)]
-        try:
-            await asyncio.wait_for(asyncio.shield(self._all_connected), self.connect_timeout)
-        except asyncio.TimeoutError:
+        async with asyncio.TaskGroup() as dialing:
+            dials = [dialing.create_task(self._dial(peer)) for peer in range(self.index)]
+            try:
+                await asyncio.wait([self._all_connected], timeout=self.connect_timeout)
+            finally:
+                for dial in dials:
+                    dial.cancel()
+        if not self._all_connected.done():
             missing = sorted(set(range(self.processes)) - set(self.connections) - {self.index})
             where = ", ".join(f"{p} at {self.addresses[p][0]}:{self.addresses[p][1]}" for p in missing)
             raise ClusterError(f"process {self.index} could not reach process(es) {where} "
-                               f"within {self.connect_timeout:g} s") from None
-        finally:
-            for dial in dials:
-                dial.cancel()
+                               f"within {self.connect_timeout:g} s")
 
     async def _dial(self, peer: int) -> None:
         await connect(lambda: Link(Dialer(self.secret, self.processes, self.index, peer), self),

@@ -21,7 +21,6 @@ import time as _time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..dataflow.input import source
-from ..errors import DataflowError
 
 __all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
 
@@ -245,10 +244,11 @@ def to_async(
 ) -> Any:
     """Hand the stream to ``fn``: ``await fn(time, records)`` per batch, or ``await fn(record)`` per record.
 
-    At most ``max_in_flight`` calls run at once; while that many are running the
-    operator stops taking input (the worker goes on with everything else). Returns
-    the stream of the records whose calls completed, at their times: a probe on it
-    says what has been delivered. An exception in ``fn`` fails the computation.
+    At most ``max_in_flight`` calls run at once, as helper tasks of the worker; while
+    that many are running the operator stops taking input (the worker goes on with
+    everything else). Returns the stream of the records whose calls completed, at
+    their times: a probe on it says what has been delivered. An exception in ``fn``
+    fails the computation, naming the operator and the time of the call.
     """
     if per not in ("batch", "record"):
         raise ValueError(f"per must be 'batch' or 'record', not {per!r}")
@@ -273,7 +273,7 @@ def to_async(
                     await asyncio.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
                     _deliver(done_queue, output)
                 call = fn(held.time, batch) if per == "batch" else _each(fn, batch)
-                task = asyncio.ensure_future(call)
+                task = output.start_soon(call, name=f"the call at time {held.time!r}")
                 task.held, task.records = held, batch  # type: ignore[attr-defined]
                 running.add(task)
                 task.add_done_callback(finished)
@@ -295,9 +295,8 @@ def _deliver(done_queue: list, output: Any) -> None:
     while done_queue:
         task = done_queue.pop(0)
         held = task.held
-        exc = task.exception()
-        if exc is not None:
-            held.drop()
-            raise DataflowError(f"the async sink failed at time {held.time!r}: {type(exc).__name__}: {exc}") from exc
+        if task.cancelled() or task.exception() is not None:
+            held.drop()  # the worker's task group reports the failure
+            continue
         with held:
             output.session(held).give_many(task.records)

@@ -193,8 +193,7 @@ def source(
                     break
             cap.drop()
             if commit is not None:
-                while not commit.done():
-                    await asyncio.sleep(0.01)
+                await commit.wait_done()
                 await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
         finally:
             await consumer.stop()

@@ -29,21 +29,13 @@ def _websockets():
     return serve, connect, ConnectionClosed
 
 
-async def _until(queue: asyncio.Queue, stop: asyncio.Event | None) -> Any:
-    """The next item of ``queue``, or the stop sentinel once ``stop`` is set."""
-    if stop is None:
-        return await queue.get()
-    getter = asyncio.ensure_future(queue.get())
-    stopper = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait([getter, stopper], return_when=asyncio.FIRST_COMPLETED)
-    if getter in done:
-        stopper.cancel()
-        return getter.result()
-    getter.cancel()
-    return _STOP
-
-
 _STOP = object()
+
+
+async def _stop_when_set(stop: asyncio.Event, queue: asyncio.Queue) -> None:
+    """Once ``stop`` is set, queue the stop sentinel behind the messages already received."""
+    await stop.wait()
+    await queue.put(_STOP)
 
 
 def server_source(
@@ -59,10 +51,12 @@ def server_source(
 ) -> Any:
     """A stream of every message any client sends to a server at ``host:port`` (on worker 0).
 
-    The stream ends when ``stop`` is set; ``ready`` is set once the server listens.
+    The stream ends when ``stop`` is set, after the messages received before it;
+    ``ready`` is set once the server listens.
     A message that ``decode`` refuses fails the computation, naming it.
     """
     serve, _, ConnectionClosed = _websockets()
+    worker = scope.worker
 
     async def messages():
         queue: asyncio.Queue = asyncio.Queue(maxsize=10_000)
@@ -77,14 +71,20 @@ def server_source(
         async with serve(handler, host, port):
             if ready is not None:
                 ready.set()
-            while True:
-                message = await _until(queue, stop)
-                if message is _STOP:
-                    return
-                try:
-                    yield decode(message)
-                except ValueError as e:
-                    raise ValueError(f"{name} on {host}:{port}: cannot decode {message!r:.200}: {e}") from None
+            watch = None if stop is None else worker.start_soon(_stop_when_set(stop, queue),
+                                                                name=f"{name}'s stop watch")
+            try:
+                while True:
+                    message = await queue.get()
+                    if message is _STOP:
+                        return
+                    try:
+                        yield decode(message)
+                    except ValueError as e:
+                        raise ValueError(f"{name} on {host}:{port}: cannot decode {message!r:.200}: {e}") from None
+            finally:
+                if watch is not None:
+                    watch.cancel()
 
     return from_aiter(scope, messages(), time=time, name=name)
 
@@ -128,10 +128,14 @@ def server_sink(
     other workers are exchanged to worker 0. Returns the stream, unchanged.
     """
     serve, _, ConnectionClosed = _websockets()
-    scope = stream.scope
+    worker = stream.scope.worker
     subscribers: dict[Any, asyncio.Queue] = {}
+    finishing = [False]
+    all_gone = asyncio.Event()
 
     async def handler(connection):
+        if finishing[0]:
+            return                              # the stream is complete: nothing more to push
         queue: asyncio.Queue = asyncio.Queue(maxsize=queue_limit)
         subscribers[connection] = queue
         try:
@@ -144,6 +148,8 @@ def server_sink(
             pass
         finally:
             subscribers.pop(connection, None)
+            if not subscribers:
+                all_gone.set()
 
     def publish(message: Any) -> None:
         for connection, queue in list(subscribers.items()):
@@ -152,11 +158,11 @@ def server_sink(
             except asyncio.QueueFull:
                 log.warning("%s: a subscriber fell %d messages behind; disconnecting it", name, queue_limit)
                 subscribers.pop(connection, None)
-                asyncio.ensure_future(connection.close())
+                worker.start_soon(connection.close(), name=f"{name}: disconnecting a slow subscriber")
 
     async def logic(input, output, cap):
         cap.drop()
-        if scope.worker.index != 0:
+        if worker.index != 0:
             async for _ in input.activations():
                 for time, batch in input.drain():
                     output.session(time).give_many(batch)
@@ -169,9 +175,11 @@ def server_sink(
                     for record in batch:
                         publish(encode(record))
                     output.session(time).give_many(batch)
-            for queue in list(subscribers.values()):
-                await queue.put(_STOP)          # let every subscriber receive what was published
-            while subscribers:
-                await asyncio.sleep(0.005)
+            finishing[0] = True
+            if subscribers:
+                all_gone.clear()
+                for queue in list(subscribers.values()):
+                    await queue.put(_STOP)      # let every subscriber receive what was published
+                await all_gone.wait()
 
     return stream.unary_frontier(logic, exchange=lambda record: 0, name=name)

@@ -92,6 +92,12 @@ class OperatorRuntime:
         self.externally_driven = True
         return Activator(self)
 
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """Run ``coro`` as a helper task of this operator, owned by the worker: cancelled and awaited when the
+        worker stops; if it fails, the computation fails with its error, naming this operator."""
+        what = f"{name} of {self.describe()}" if name else f"a helper task of {self.describe()}"
+        return self.worker.start_soon(coro, name=what)
+
     def start(self) -> None:
         """The dataflow is built: listen to the input mailboxes, and run once."""
         activate = self.worker.activator(self.path)

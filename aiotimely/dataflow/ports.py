@@ -9,7 +9,8 @@ operator cannot forget them: it only ever sees the ports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generator, Iterator
+import asyncio
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator
 
 from ..comm.local import Mailbox
 from ..errors import CapabilityError
@@ -144,6 +145,11 @@ class InputPort:
     def pending(self) -> int:
         """How many batches wait to be taken."""
         return len(self._queue)
+
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """Run ``coro`` as a helper task of the operator, owned by its worker (see
+        :meth:`OperatorOutput.start_soon`)."""
+        return self._op.start_soon(coro, name=name)
 
     def activations(self) -> AsyncIterator[None]:
         """Iterate once per activation of the operator; stops after the operator saw every input complete.
@@ -311,6 +317,12 @@ class OperatorOutput:
     def activator(self) -> Activator:
         """An :class:`Activator` for this operator."""
         return self._port.op.activator()
+
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """Run ``coro`` as a helper task of the operator, owned by its worker: the worker cancels and awaits it
+        when it stops, and if it fails the computation fails with its error, naming the operator (and
+        ``name``, if given). Use it instead of ``asyncio.create_task`` in operator logic."""
+        return self._port.op.start_soon(coro, name=name)
 
 
 class Activator:

@@ -16,6 +16,7 @@ knows the scheduler only through :class:`~.schedule.WorkerHandle`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from typing import Any, Callable, Coroutine, NamedTuple
 
@@ -64,6 +65,7 @@ class Scheduler:
         self._built = False
         self._group: asyncio.TaskGroup | None = None
         self._helpers: set[asyncio.Task[Any]] = set()
+        self._named_errors: dict[int, DataflowError] = {}
 
     # -- dataflows ------------------------------------------------------------------------
 
@@ -117,10 +119,19 @@ class Scheduler:
         if group is None:
             coro.close()
             raise RuntimeError(f"worker {self.index} is not running: it cannot start {name!r}")
-        task = group.create_task(_reported(coro, name), name=f"aiotimely-worker-{self.index}: {name}")
+        task = group.create_task(coro, name=f"aiotimely-worker-{self.index}: {name}")
         self._helpers.add(task)
-        task.add_done_callback(self._helpers.discard)
+        task.add_done_callback(functools.partial(self._helper_done, name))
         return task
+
+    def _helper_done(self, name: str, task: asyncio.Task[Any]) -> None:
+        self._helpers.discard(task)
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None and not isinstance(exc, DataflowError):
+                error = DataflowError(f"{name} failed: {type(exc).__name__}: {exc}")
+                error.__cause__ = exc
+                self._named_errors[id(exc)] = error
 
     # -- waking ------------------------------------------------------------------------
 
@@ -154,7 +165,8 @@ class Scheduler:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # an operator or a helper failed: stop everyone
-            computation.fail(_first_error(exc))
+            first = _first_error(exc)
+            computation.fail(self._named_errors.get(id(first), first))
         finally:
             error = computation.error or RuntimeError(f"worker {self.index} stopped")
             for fut in self._step_waiters + self._done_waiters + list(self._waiters):
@@ -280,16 +292,6 @@ class Scheduler:
 
     def __repr__(self) -> str:
         return f"Scheduler(index={self.index}, peers={self.peers})"
-
-
-async def _reported(coro: Coroutine[Any, Any, Any], name: str) -> Any:
-    """Run a helper task; if it fails, say which one (its error is the computation's)."""
-    try:
-        return await coro
-    except (asyncio.CancelledError, DataflowError):
-        raise
-    except Exception as exc:
-        raise DataflowError(f"{name} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _first_error(exc: BaseException) -> BaseException:

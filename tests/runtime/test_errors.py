@@ -261,3 +261,58 @@ def test_a_worker_still_building_is_not_taken_for_stuck(run):
         return got
 
     assert sorted(run(build, workers=3)[0]) == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_helper_tasks_are_cancelled_and_awaited_when_an_async_with_block_fails():
+    from aiotimely.connectors import to_async
+
+    cleaned = []
+
+    async def call(time, records):
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            cleaned.append(time)
+
+    with pytest.raises(at.DataflowError, match="ZeroDivisionError"):
+        async with at.Worker() as worker:
+            inp = at.InputHandle()
+
+            def make(s):
+                stream = inp.to_stream(s)
+                to_async(stream, call)
+                stream.map(lambda x: 1 / 0 if x == "boom" else x)
+
+            worker.dataflow(make)
+            inp.send("a")
+            inp.advance_to(1)
+            for _ in range(3):
+                await worker.step()
+            inp.send("boom")
+            inp.advance_to(2)
+            await worker.step_until_done()
+    assert cleaned == [0]        # the call in flight was cancelled, and its clean-up ran, before the block ended
+    assert [t for t in asyncio.all_tasks() if t.get_name().startswith("aiotimely")] == []
+
+
+def test_a_failing_helper_task_fails_the_computation_naming_its_operator(run):
+    async def build(worker):
+        async def logic(input, output, cap):
+            cap.drop()
+
+            async def helper():
+                raise KeyError("gone")
+
+            output.start_soon(helper(), name="the lookup")
+            async for _ in input.activations():
+                for time, batch in input.drain():
+                    output.session(time).give_many(batch)
+
+        worker.dataflow(lambda s: at.to_stream([1], s).unary(logic, name="Helped"), name="helpers")
+
+    with pytest.raises(at.DataflowError) as info:
+        run(build)
+    message = str(info.value)
+    assert message.startswith("the lookup of operator 'Helped'") and "dataflow 'helpers'" in message
+    assert "KeyError: 'gone'" in message

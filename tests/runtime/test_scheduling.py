@@ -184,3 +184,20 @@ def test_step_until_done_and_step_while(run):
         return probe.done()
 
     assert run(build) == [True]
+
+
+def test_a_probe_waits_for_completion_without_polling(run):
+    async def build(worker):
+        inp = at.InputHandle()
+        probe = worker.dataflow(lambda s: inp.to_stream(s).map(lambda x: x).probe())
+        waiting = asyncio.ensure_future(probe.wait_done())
+        inp.advance_to(5)
+        await probe.wait_beyond(4)
+        assert not waiting.done()            # time moved on, but the stream is not complete
+        rounds = worker.statistics().rounds
+        inp.close()
+        await waiting
+        return probe.done(), worker.statistics().rounds - rounds
+
+    done, rounds = run(build)[0]
+    assert done and rounds <= 3              # woken by the frontier, not by a polling loop
