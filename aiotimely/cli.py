@@ -23,6 +23,7 @@ import importlib.util
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,7 +51,8 @@ def load_target(target: str) -> Callable[..., Any]:
         sys.path.insert(0, os.getcwd())
         module = importlib.import_module(where)
     try:
-        return getattr(module, name)
+        build: Callable[..., Any] = getattr(module, name)
+        return build
     except AttributeError:
         raise SystemExit(f"aiotimely: {where} has no {name!r}") from None
 
@@ -165,14 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def bench_command(argv: list[str]) -> int:
-    sys.path.insert(0, os.getcwd())
-    try:
-        from benchmarks.__main__ import main as bench
-    except ImportError:
+    """``python -m benchmarks`` of the repository checkout in the current directory (not part of the package)."""
+    if not os.path.exists(os.path.join("benchmarks", "__main__.py")):
         print("aiotimely bench runs the benchmarks/ folder of a repository checkout: run it from there",
               file=sys.stderr)
         return 2
-    return bench(argv)
+    return subprocess.run([sys.executable, "-m", "benchmarks", *argv]).returncode
 
 
 if __name__ == "__main__":

@@ -68,7 +68,8 @@ class Stream(StreamCore):
 
     def concat(self, other: Stream) -> Stream:
         """The records of both streams."""
-        return routing.concatenate(self.scope, [self, other])
+        both: Stream = routing.concatenate(self.scope, [self, other])
+        return both
 
     def partition(self, parts: int, fn: Callable[[Any], int]) -> list[Stream]:
         """``parts`` streams; record ``x`` goes to stream ``fn(x)``."""

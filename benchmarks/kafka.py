@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     n, repeats = (10_000, 1) if args.quick else (args.records, args.repeats)
-    from aiotimely.connectors.tansu import TansuBroker
+    from examples.tansu import TansuBroker
 
     samples: dict[str, list[float]] = {k: [] for k in ("raw produce", "ours produce", "raw consume", "ours consume")}
     with TansuBroker() as broker:

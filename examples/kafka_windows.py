@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 import aiotimely as at
 from aiotimely.connectors import kafka
-from aiotimely.connectors.tansu import TansuBroker
+from tansu import TansuBroker
 
 WINDOW = 10
 

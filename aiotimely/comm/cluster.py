@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from ..errors import ClusterError
 from .backpressure import BackPressure
 from .codec import CodecError, RecordCodec
-from .fabric import ChannelCodec, Endpoint
+from .fabric import Channel, ChannelCodec, Endpoint
 from .framing import ALL, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
@@ -71,7 +71,7 @@ class Cluster(LinkHandler):
         self.error: BaseException | None = None
         self._server: asyncio.Server | None = None
         self._byes: set[int] = set()
-        self._bye_waiter: asyncio.Future | None = None
+        self._bye_waiter: asyncio.Future[None] | None = None
         self._closing = False
 
     def process_of(self, worker: int) -> int:
@@ -113,8 +113,8 @@ class Cluster(LinkHandler):
         return peer > self.index and peer not in self.connections and not self._closing
 
     def link_established(self, conn: Link) -> None:
-        self.connections[conn.peer] = conn
-        log.debug("process %d connected to process %d", self.index, conn.peer)
+        self.connections[conn.process] = conn
+        log.debug("process %d connected to process %d", self.index, conn.process)
         if len(self.connections) == self.processes - 1 and not self._all_connected.done():
             self._all_connected.set_result(None)
 
@@ -126,27 +126,27 @@ class Cluster(LinkHandler):
             if kind is Kind.DATA or kind is Kind.PROGRESS:
                 self.fabric.deliver(conn, frame)
             elif kind is Kind.BYE:
-                self._byes.add(conn.peer)
+                self._byes.add(conn.process)
                 self._check_byes()
             elif kind is Kind.ERROR:
                 message = frame.payload.decode("utf-8", "replace")
-                self._fail(ClusterError(f"process {conn.peer} failed: {message}"))
+                self._fail(ClusterError(f"process {conn.process} failed: {message}"))
             else:
                 raise ClusterError(f"unexpected {kind.name} frame")
         except (CodecError, ValueError, TypeError, ClusterError) as e:
             conn.reject(f"a bad {kind.name} frame ({e})")
 
     def link_broken(self, conn: Link, why: str) -> None:
-        self._fail(ClusterError(f"process {conn.peer} sent {why}"))
+        self._fail(ClusterError(f"process {conn.process} sent {why}"))
 
     def link_lost(self, conn: Link, exc: Exception | None) -> None:
-        if self.connections.get(conn.peer) is conn:
-            del self.connections[conn.peer]
-        if conn.peer in self._byes or self._closing:
+        if self.connections.get(conn.process) is conn:
+            del self.connections[conn.process]
+        if conn.process in self._byes or self._closing:
             return
-        host, port = self.addresses[conn.peer]
+        host, port = self.addresses[conn.process]
         reason = f": {exc}" if exc else ""
-        self._fail(ClusterError(f"process {conn.peer} ({host}:{port}) closed its connection before finishing"
+        self._fail(ClusterError(f"process {conn.process} ({host}:{port}) closed its connection before finishing"
                                 f"{reason}; it probably died"))
 
     def _fail(self, error: BaseException) -> None:
@@ -237,10 +237,10 @@ class ClusterFabric(LocalFabric):
         self.first = cluster.index * cluster.workers
         self.local = range(self.first, self.first + cluster.workers)
         self.pressure = BackPressure(lambda: cluster.connections.values(), failed=lambda: cluster.error is not None)
-        self._codecs: dict[Hashable, ChannelCodec] = {}
-        self._waiting: dict[Hashable, list[tuple[Link, Frame]]] = {}
+        self._codecs: dict[Channel, ChannelCodec] = {}
+        self._waiting: dict[Channel, list[tuple[Link, Frame]]] = {}
 
-    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+    def register(self, channel: Channel, codec: ChannelCodec) -> None:
         self._codecs[channel] = codec
         for conn, frame in self._waiting.pop(channel, ()):
             try:
@@ -248,27 +248,28 @@ class ClusterFabric(LocalFabric):
             except (CodecError, ValueError, TypeError, ClusterError) as e:
                 conn.reject(f"a bad {frame.kind.name} frame ({e})")
 
-    def _codec(self, channel: Hashable) -> ChannelCodec:
+    def _codec(self, channel: Channel) -> ChannelCodec:
         codec = self._codecs.get(channel)
         if codec is None:
             raise ClusterError(f"channel {channel} was used before it was registered")
         return codec
 
-    def mailboxes(self, channel: Hashable, source: int = 0xFFFFFFFF) -> list[Endpoint]:
+    def mailboxes(self, channel: Channel, source: int = 0xFFFFFFFF) -> list[Endpoint]:
         codec = self._codec(channel)
         return [self.mailbox(channel, w) if w in self.local
-                else _RemoteMailbox(self.cluster, codec, channel, w, source)  # type: ignore[arg-type]
+                else _RemoteMailbox(self.cluster, codec, channel, w, source)
                 for w in range(self.peers)]
 
-    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
+    def broadcast(self, channel: Channel, item: Any, skip: int | None = None) -> None:
         for w in self.local:
             if w != skip:
                 self.mailbox(channel, w).push(item)
         cluster = self.cluster
         if cluster.processes > 1:
-            dataflow, number = channel  # type: ignore[misc]
-            frame = encode_frame(Kind.PROGRESS, self._codec(channel).encode(item), source=skip if skip is not None
-                                 else 0xFFFFFFFF, target=ALL, dataflow=dataflow, channel=number)
+            dataflow, number = channel
+            payload = self._codec(channel).encode(item)
+            frame = encode_frame(Kind.PROGRESS, payload, source=0xFFFFFFFF if skip is None else skip, target=ALL,
+                                 dataflow=dataflow, channel=number)
             for process in range(cluster.processes):
                 if process != cluster.index:
                     cluster.send(process, frame)

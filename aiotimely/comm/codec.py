@@ -67,7 +67,8 @@ class RecordCodec:
 
     def _nested(self, value: Any) -> bytes:
         # A fresh packer: the shared one is in the middle of packing the enclosing value.
-        return msgpack.packb(value, default=self._default, use_bin_type=True)
+        packed: bytes = msgpack.packb(value, default=self._default, use_bin_type=True)
+        return packed
 
     def _default(self, obj: Any) -> msgpack.ExtType:
         kind = type(obj)
@@ -109,7 +110,8 @@ class RecordCodec:
 
     def pack(self, value: Any) -> bytes:
         try:
-            return self._packer.pack(value)
+            packed: bytes = self._packer.pack(value)
+            return packed
         except CodecError:
             raise
         except (TypeError, ValueError, OverflowError) as e:

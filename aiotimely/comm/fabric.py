@@ -10,14 +10,17 @@ TCP links to the others.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Hashable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .backpressure import BackPressure
     from .codec import RecordCodec
     from .local import Mailbox
 
-__all__ = ["ChannelCodec", "Endpoint", "Fabric"]
+__all__ = ["Channel", "ChannelCodec", "Endpoint", "Fabric"]
+
+Channel = tuple[int, int]
+"""A channel's id: ``(dataflow, number)``, allocated in the same order by every worker."""
 
 
 class ChannelCodec(Protocol):
@@ -46,22 +49,22 @@ class Fabric(Protocol):
     pressure: BackPressure
     """The back-pressure policy: when producers wait and when reading pauses."""
 
-    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+    def register(self, channel: Channel, codec: ChannelCodec) -> None:
         """Declare a channel and its codec (items from other processes wait until it is declared)."""
         ...
 
-    def mailbox(self, channel: Hashable, worker: int) -> Mailbox:
+    def mailbox(self, channel: Channel, worker: int) -> Mailbox:
         """The mailbox of ``worker`` (one of this process's) for ``channel``, created by either side first."""
         ...
 
-    def mailboxes(self, channel: Hashable, source: int) -> list[Endpoint]:
+    def mailboxes(self, channel: Channel, source: int) -> list[Endpoint]:
         """Every worker's endpoint for ``channel``, in worker order, for sending worker ``source``."""
         ...
 
-    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
+    def broadcast(self, channel: Channel, item: Any, skip: int | None = None) -> None:
         """Push ``item`` to every worker's mailbox for ``channel`` but ``skip``'s, in order."""
         ...
 
-    def discard(self, channel: Hashable) -> None:
+    def discard(self, channel: Channel) -> None:
         """Forget a channel's mailboxes."""
         ...

@@ -73,6 +73,14 @@ class Link(asyncio.Protocol):
         """The peer's process index: the one dialed, or the one that said hello."""
         return self.shake.expect if isinstance(self.shake, Dialer) else self.shake.peer
 
+    @property
+    def process(self) -> int:
+        """The peer's process index, once the handshake told it."""
+        peer = self.peer
+        if peer is None:
+            raise ClusterError("this connection has not said which process it is yet")
+        return peer
+
     # -- asyncio callbacks --------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,7 +94,9 @@ class Link(asyncio.Protocol):
         decoder = self.decoder
         decoder.append(data)
         received = self.handler.frame_received
-        while not self.transport.is_closing():
+        transport = self.transport
+        assert transport is not None
+        while not transport.is_closing():
             try:
                 frame = decoder.next_frame()
             except FrameError as e:
@@ -128,11 +138,12 @@ class Link(asyncio.Protocol):
             self.reject(f"handshake failed: {e}")
             return
         if reply:
-            self.transport.write(reply)
+            self.send(reply)
         if shake.done:
             self.established = True
             self.decoder.limit(MAX_FRAME)
-            self._timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
             self.handler.link_established(self)
             if not self.ready.done():
                 self.ready.set_result(self)

@@ -9,11 +9,11 @@ has built its end, and the receiver is notified when it starts listening.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Hashable, Iterator
+from typing import Any, Callable, Iterator
 
 from .backpressure import BackPressure
 from .codec import RecordCodec
-from .fabric import ChannelCodec, Endpoint
+from .fabric import Channel, ChannelCodec, Endpoint
 
 __all__ = ["Mailbox", "LocalFabric"]
 
@@ -60,12 +60,12 @@ class LocalFabric:
         self.peers = peers
         self.codec = codec or RecordCodec()
         self.pressure = BackPressure()
-        self._boxes: dict[tuple[Hashable, int], Mailbox] = {}
+        self._boxes: dict[tuple[Channel, int], Mailbox] = {}
 
-    def register(self, channel: Hashable, codec: ChannelCodec) -> None:
+    def register(self, channel: Channel, codec: ChannelCodec) -> None:
         """Nothing to do: items stay in this process."""
 
-    def mailbox(self, channel: Hashable, worker: int) -> Mailbox:
+    def mailbox(self, channel: Channel, worker: int) -> Mailbox:
         """The mailbox of ``worker`` for ``channel``, created on first use by either side."""
         key = (channel, worker)
         box = self._boxes.get(key)
@@ -73,17 +73,17 @@ class LocalFabric:
             box = self._boxes[key] = Mailbox()
         return box
 
-    def mailboxes(self, channel: Hashable, source: int = 0) -> list[Endpoint]:
+    def mailboxes(self, channel: Channel, source: int = 0) -> list[Endpoint]:
         """Every worker's mailbox for ``channel``, in worker order (``source`` is the sending worker)."""
         return [self.mailbox(channel, w) for w in range(self.peers)]
 
-    def broadcast(self, channel: Hashable, item: Any, skip: int | None = None) -> None:
+    def broadcast(self, channel: Channel, item: Any, skip: int | None = None) -> None:
         """Push ``item`` to every worker's mailbox for ``channel`` but ``skip``'s, in order."""
         for w in range(self.peers):
             if w != skip:
                 self.mailbox(channel, w).push(item)
 
-    def discard(self, channel: Hashable) -> None:
+    def discard(self, channel: Channel) -> None:
         """Forget a channel's mailboxes (its dataflow completed)."""
         for w in range(self.peers):
             self._boxes.pop((channel, w), None)

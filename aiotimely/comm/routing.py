@@ -19,7 +19,8 @@ def stable_hash(key: Any) -> int:
     """A non-negative hash of ``key`` that does not depend on the process."""
     kind = type(key)
     if kind is int:
-        return key if key >= 0 else -key
+        number: int = key
+        return number if number >= 0 else -number
     if kind is str:
         return crc32(key.encode("utf-8", "surrogatepass"))
     if kind is bytes:

@@ -18,9 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Generator, cast
 
 from ..dataflow.input import source
+
+if TYPE_CHECKING:
+    from ..dataflow import Capability, InputPort, OperatorOutput, Scope
+    from ..stream import Stream
 
 __all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
 
@@ -34,7 +38,7 @@ class TimePolicy:
         """The first time."""
         return 0
 
-    def times(self, records: list) -> list[tuple[int, list]]:
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         """Group a batch of records by time; every time not earlier than :meth:`current`."""
         raise NotImplementedError
 
@@ -53,7 +57,7 @@ class EveryBatch(TimePolicy):
     def __init__(self) -> None:
         self._next = 0
 
-    def times(self, records: list) -> list[tuple[int, list]]:
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         t = self._next
         self._next += 1
         return [(t, records)]
@@ -72,7 +76,7 @@ class WallClock(TimePolicy):
     def now(self) -> int:
         return int((_time.monotonic() - self.origin) / self.interval)
 
-    def times(self, records: list) -> list[tuple[int, list]]:
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         return [(self.now(), records)]
 
     def current(self) -> int:
@@ -98,10 +102,10 @@ class EventTime(TimePolicy):
         self.late = late
         self.late_records = 0
         self._low = 0
-        self._seen = None
+        self._seen: int | None = None
 
-    def times(self, records: list) -> list[tuple[int, list]]:
-        groups: dict[int, list] = {}
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
+        groups: dict[int, list[Any]] = {}
         low = self._low
         for record in records:
             t = self.time_of(record)
@@ -133,7 +137,7 @@ class _Resume:
     def __init__(self, gen: Any, signal: Any) -> None:
         self.gen, self.signal = gen, signal
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, Any]:
         gen, signal = self.gen, self.signal
         while True:
             try:
@@ -157,13 +161,13 @@ _DONE = object()
 
 
 def from_aiter(
-    scope: Any,
+    scope: Scope[Stream],
     iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
     *,
     time: TimePolicy | None = None,
     batch_size: int = 1024,
     name: str = "AsyncIterator",
-) -> Any:
+) -> Stream:
     """A stream of what an async iterator yields.
 
     ``iterator`` is one async iterator (read by worker 0 only), or a function
@@ -172,17 +176,18 @@ def from_aiter(
     """
     worker = scope.worker
 
-    async def logic(output, cap):
+    async def logic(output: OperatorOutput, cap: Capability) -> None:
+        it: AsyncIterator[Any] | None
         if callable(iterator) and not hasattr(iterator, "__anext__"):
             it = iterator(worker.index, worker.peers)
         else:
-            it = iterator if worker.index == 0 else None
+            it = cast("AsyncIterator[Any]", iterator) if worker.index == 0 else None  # not a plain function
         if it is None:
             cap.drop()
             return
         policy = time or EveryBatch()
         cap.downgrade(max(cap.time, policy.start()))
-        batch: list = []
+        batch: list[Any] = []
 
         def flush() -> None:
             if batch:
@@ -231,17 +236,20 @@ async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callab
             if done:
                 return await _Resume(gen, signal)  # the future is done: continue the iterator at once
         flush()
-        deadline = policy.deadline()
+        next_deadline = policy.deadline()
+        if next_deadline is None:  # the policy stopped moving time by itself: just wait
+            return await _Resume(gen, signal)
+        deadline = next_deadline
 
 
 def to_async(
-    stream: Any,
-    fn: Callable[..., Awaitable[Any]],
+    stream: Stream,
+    fn: Callable[..., Coroutine[Any, Any, Any]],
     *,
     per: str = "batch",
     max_in_flight: int = 16,
     name: str = "ToAsync",
-) -> Any:
+) -> Stream:
     """Hand the stream to ``fn``: ``await fn(time, records)`` per batch, or ``await fn(record)`` per record.
 
     At most ``max_in_flight`` calls run at once, as helper tasks of the worker; while
@@ -255,13 +263,13 @@ def to_async(
     if not callable(fn):
         raise TypeError(f"{name}: fn must be an async callable")
 
-    async def logic(input, output, cap):
+    async def logic(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
         cap.drop()
         activator = output.activator()
-        running: set = set()
-        done_queue: list = []
+        running: set[asyncio.Task[Any]] = set()
+        done_queue: list[asyncio.Task[Any]] = []
 
-        def finished(task: asyncio.Task) -> None:
+        def finished(task: asyncio.Task[Any]) -> None:
             running.discard(task)
             done_queue.append(task)
             activator.activate()
@@ -283,20 +291,21 @@ def to_async(
             _deliver(done_queue, output)
         _deliver(done_queue, output)
 
-    return stream.unary_frontier(logic, name=name)
+    result: Stream = stream.unary_frontier(logic, name=name)
+    return result
 
 
-async def _each(fn: Callable[[Any], Awaitable[Any]], batch: list) -> None:
+async def _each(fn: Callable[[Any], Awaitable[Any]], batch: list[Any]) -> None:
     for record in batch:
         await fn(record)
 
 
-def _deliver(done_queue: list, output: Any) -> None:
+def _deliver(done_queue: list[asyncio.Task[Any]], output: OperatorOutput) -> None:
     while done_queue:
         task = done_queue.pop(0)
-        held = task.held
+        held: Capability = task.held  # type: ignore[attr-defined]  # set by to_async's logic
         if task.cancelled() or task.exception() is not None:
             held.drop()  # the worker's task group reports the failure
             continue
         with held:
-            output.session(held).give_many(task.records)
+            output.session(held).give_many(task.records)  # type: ignore[attr-defined]  # as held

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from ..comm.codec import CodecError, RecordCodec
 from ..comm.framing import Frame, Kind, encode_frame
@@ -73,7 +73,7 @@ class EventWriter:
     def __init__(self, link: Link, codec: RecordCodec) -> None:
         self._link = link
         self._codec = codec
-        self._encode = None
+        self._encode: Callable[[Any], Any] | None = None
 
     @classmethod
     async def connect(cls, address: str, *, secret: str | bytes | None = None, timeout: float = 30.0,
@@ -93,7 +93,7 @@ class EventWriter:
         self._encode = ttype.encode
 
     def push(self, event: Any) -> None:
-        encode = self._encode or (lambda t: t)
+        encode: Callable[[Any], Any] = self._encode or (lambda t: t)
         if type(event) is Messages:
             payload = self._codec.pack(("M", encode(event.time), event.records))
         else:
@@ -123,12 +123,15 @@ class EventReader:
         loop = asyncio.get_running_loop()
         captured = Captured(closed=False, encoded=True)
         events = _Events(RecordCodec(allow_pickle=allow_pickle), captured, address)
-        accepted: asyncio.Future = loop.create_future()
+        accepted: asyncio.Future[None] = loop.create_future()
+
+        def ready(f: asyncio.Future[Any]) -> None:
+            if not accepted.done() and f.exception() is None:
+                accepted.set_result(None)
 
         def protocol() -> Link:
             link = Link(Acceptor(key, 2, 0, allowed=lambda i: not accepted.done()), events)
-            link.ready.add_done_callback(
-                lambda f: accepted.done() or f.exception() is not None or accepted.set_result(None))
+            link.ready.add_done_callback(ready)
             return link
 
         server = await loop.create_server(protocol, host, port, reuse_address=True)

@@ -30,12 +30,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from zlib import crc32
 
 from ..comm.codec import register_type
 from ..dataflow.input import source as _source
 from .aiter import EventTime
+
+if TYPE_CHECKING:
+    from ..dataflow import Capability, InputPort, OperatorOutput, ProbeHandle, Scope
+    from ..progress import Antichain
+    from ..stream import Stream
 
 __all__ = ["KafkaRecord", "source", "sink"]
 
@@ -54,7 +59,7 @@ class KafkaRecord(NamedTuple):
 register_type(KafkaRecord, tuple, lambda fields: KafkaRecord(*fields))
 
 
-def _aiokafka():
+def _aiokafka() -> Any:
     try:
         import aiokafka
     except ImportError:
@@ -71,7 +76,7 @@ class _Checkpoints:
     def add(self, partition: int, latest_time: Any, next_offset: int) -> None:
         self._pending.setdefault(partition, []).append((latest_time, next_offset))
 
-    def complete(self, frontier: Any) -> dict[int, int]:
+    def complete(self, frontier: Antichain[Any]) -> dict[int, int]:
         """The offset to commit per partition: the last checkpoint whose time the frontier passed."""
         ready: dict[int, int] = {}
         for partition, marks in self._pending.items():
@@ -86,7 +91,7 @@ class _Checkpoints:
 
 
 def source(
-    scope: Any,
+    scope: Scope[Stream],
     bootstrap: str,
     topic: str,
     *,
@@ -94,7 +99,7 @@ def source(
     time: str | Callable[[KafkaRecord], int] = "poll",
     offset_bucket: int = 1,
     lateness: int = 0,
-    commit: Any = None,
+    commit: ProbeHandle | None = None,
     commit_interval: float = 0.5,
     partitions: list[int] | None = None,
     max_records: int = 10_000,
@@ -102,7 +107,7 @@ def source(
     idle_timeout: float | None = None,
     stop: asyncio.Event | None = None,
     name: str = "KafkaSource",
-) -> Any:
+) -> Stream:
     """A stream of :class:`KafkaRecord` s from ``topic``; see the module's description.
 
     The source ends when ``stop`` is set, or after ``idle_timeout`` seconds with no
@@ -114,7 +119,7 @@ def source(
     if time not in ("poll", "offset", "timestamp") and not callable(time):
         raise ValueError(f"{name}: time must be 'poll', 'offset', 'timestamp' or a function, not {time!r}")
 
-    async def logic(output, cap):
+    async def logic(output: OperatorOutput, cap: Capability) -> None:
         consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id,
                                              enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
@@ -141,9 +146,9 @@ def source(
                     await consumer.seek_to_beginning(tp)
                 else:
                     consumer.seek(tp, committed)
-            event_times = {}  # per partition: each has its own progress through event time
+            event_times: dict[int, EventTime] = {}  # per partition: each has its own progress through event time
             if time == "timestamp" or callable(time):
-                time_of = (lambda r: r.timestamp) if time == "timestamp" else time
+                time_of: Callable[[KafkaRecord], int] = time if callable(time) else (lambda r: r.timestamp)
                 event_times = {tp.partition: EventTime(time_of, lateness) for tp in mine}
             poll_number = 0
             checkpoints = _Checkpoints()
@@ -151,16 +156,17 @@ def source(
             last_record = _time.monotonic()
             while not (stop is not None and stop.is_set()):
                 polled = await consumer.getmany(*mine, timeout_ms=poll_ms, max_records=max_records)
-                groups: dict[int, list] = {}
+                groups: dict[int, list[KafkaRecord]] = {}
                 for tp, messages in polled.items():
                     if not messages:
                         continue
                     records = [KafkaRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
                                for m in messages]
+                    times: list[tuple[int, list[KafkaRecord]]]
                     if time == "poll":
                         times = [(poll_number, records)]
                     elif time == "offset":
-                        times: list = []
+                        times = []
                         for r in records:
                             t = r.offset // offset_bucket
                             if times and times[-1][0] == t:
@@ -208,23 +214,23 @@ async def _commit(consumer: Any, topic: str, offsets: dict[int, int], aiokafka: 
 
 
 def sink(
-    stream: Any,
+    stream: Stream,
     bootstrap: str,
     topic: str,
     *,
     key: Callable[[Any], bytes | None] = lambda record: None,
     value: Callable[[Any], bytes] = lambda record: record if isinstance(record, bytes) else str(record).encode(),
     name: str = "KafkaSink",
-) -> Any:
+) -> Stream:
     """Produce every record to ``topic`` (partition by CRC-32 of the key, or round robin), in batches.
 
     Returns the stream of the records Kafka acknowledged, at their times.
     """
     aiokafka = _aiokafka()
 
-    async def logic(input, output, cap):
+    async def logic(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
         cap.drop()
-        producer = None
+        producer: Any = None
         try:
             partitions: list[int] = []
             turn = 0
@@ -239,7 +245,7 @@ def sink(
                             if partitions:
                                 break
                             await asyncio.sleep(0.05)
-                    by_partition: dict[int, list] = {}
+                    by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
                     for record in batch:
                         k = key(record)
                         if k is None:
@@ -248,7 +254,7 @@ def sink(
                         else:
                             p = partitions[crc32(k) % len(partitions)]
                         by_partition.setdefault(p, []).append((k, value(record)))
-                    sends = []
+                    sends: list[Any] = []
                     for p, messages in by_partition.items():
                         kafka_batch = producer.create_batch()
                         for k, v in messages:
@@ -264,4 +270,5 @@ def sink(
             if producer is not None:
                 await producer.stop()
 
-    return stream.unary_frontier(logic, name=name)
+    result: Stream = stream.unary_frontier(logic, name=name)
+    return result

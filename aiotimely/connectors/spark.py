@@ -28,7 +28,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import msgpack
 
@@ -37,6 +37,10 @@ from ..comm.handshake import Acceptor, Dialer, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
 from ..errors import ClusterError
 from .aiter import TimePolicy, from_aiter
+
+if TYPE_CHECKING:
+    from ..dataflow import Scope
+    from ..stream import Stream
 
 __all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "EpochListener", "IngressClient",
            "local_session"]
@@ -106,6 +110,8 @@ def _row_data(row: Any) -> Any:
 class AiotimelyForeachWriter:
     """For ``writeStream.foreach(AiotimelyForeachWriter("127.0.0.1:PORT"))``: rows to a running ingress."""
 
+    _client: IngressClient | None  # set by open, None again after close
+
     def __init__(self, address: str, secret: str | bytes | None = None) -> None:
         self.address = address
         self.secret = _secret_to_ship(secret)
@@ -113,13 +119,13 @@ class AiotimelyForeachWriter:
     def open(self, partition_id: int, epoch_id: int) -> bool:
         self._client = IngressClient(self.address, self.secret)
         self._client.send("open", epoch_id, partition_id)
-        self._rows: list = []
+        self._rows: list[Any] = []
         return True
 
     def process(self, row: Any) -> None:
         self._rows.append(_row_data(row))
         if len(self._rows) >= ROWS_PER_FRAME:
-            self._client.send("rows", self._rows)
+            self._client.send("rows", self._rows)  # type: ignore[union-attr]  # Spark calls it between open and close
             self._rows = []
 
     def close(self, error: BaseException | None) -> None:
@@ -135,7 +141,7 @@ class AiotimelyForeachWriter:
             self._client = None
 
 
-def foreach_batch_sink(address: str, secret: str | bytes | None = None):
+def foreach_batch_sink(address: str, secret: str | bytes | None = None) -> Callable[[Any, int], None]:
     """For ``writeStream.foreachBatch(foreach_batch_sink("127.0.0.1:PORT"))``: each micro-batch, then its end."""
     key = _secret_to_ship(secret)
 
@@ -143,7 +149,7 @@ def foreach_batch_sink(address: str, secret: str | bytes | None = None):
         client = IngressClient(address, key)
         try:
             client.send("open", batch_id, 0)
-            rows: list = []
+            rows: list[Any] = []
             for row in batch_df.toLocalIterator():
                 rows.append(_row_data(row))
                 if len(rows) >= ROWS_PER_FRAME:
@@ -159,7 +165,7 @@ def foreach_batch_sink(address: str, secret: str | bytes | None = None):
     return send_batch
 
 
-def _listener_base():
+def _listener_base() -> type:
     try:
         from pyspark.sql.streaming.listener import StreamingQueryListener
     except ImportError:
@@ -228,7 +234,8 @@ class _Attempt:
     __slots__ = ("epoch", "partition", "rows")
 
     def __init__(self, epoch: int, partition: int) -> None:
-        self.epoch, self.partition, self.rows = epoch, partition, []
+        self.epoch, self.partition = epoch, partition
+        self.rows: list[Any] = []
 
 
 class _Ingress:
@@ -236,13 +243,13 @@ class _Ingress:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.queue: asyncio.Queue = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self.completed: set[tuple[int, int]] = set()
         self.done_epoch = -1
         self.replays_ignored = 0
         self.attempts_discarded = 0
 
-    def handle(self, attempt: _Attempt | None, message: tuple) -> tuple[_Attempt | None, Any]:
+    def handle(self, attempt: _Attempt | None, message: tuple[Any, ...]) -> tuple[_Attempt | None, Any]:
         """Apply one message of a connection; returns the connection's attempt and the reply (or None)."""
         kind = message[0]
         if kind == "open":
@@ -320,8 +327,8 @@ class _EpochPolicy(TimePolicy):
     def __init__(self) -> None:
         self.low = 0
 
-    def times(self, records: list) -> list[tuple[int, list]]:
-        groups: dict[int, list] = {}
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
+        groups: dict[int, list[Any]] = {}
         for epoch, row in records:
             groups.setdefault(epoch, []).append(row)
         return sorted(groups.items())
@@ -331,14 +338,14 @@ class _EpochPolicy(TimePolicy):
 
 
 def ingress(
-    scope: Any,
+    scope: Scope[Stream],
     address: str = "127.0.0.1:0",
     *,
     secret: str | bytes | None = None,
-    ready: asyncio.Future | None = None,
-    statistics: dict | None = None,
+    ready: asyncio.Future[str] | None = None,
+    statistics: dict[str, Any] | None = None,
     name: str = "SparkIngress",
-) -> Any:
+) -> Stream:
     """A stream of the rows Spark sends (as dicts), at their epoch; on worker 0.
 
     ``ready`` (a future) is given the ``host:port`` actually listened on once the
@@ -351,7 +358,7 @@ def ingress(
     state = _Ingress(name)
     policy = _EpochPolicy()
 
-    async def rows():
+    async def rows() -> AsyncIterator[tuple[int, Any]]:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
             lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: True), _IngressConnection(state)), host, port)

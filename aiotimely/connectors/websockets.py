@@ -10,16 +10,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from .aiter import TimePolicy, from_aiter
+
+if TYPE_CHECKING:
+    from websockets.asyncio.client import connect as _Connect
+    from websockets.asyncio.server import Server, ServerConnection
+    from websockets.exceptions import ConnectionClosed as _ConnectionClosed
+
+    from ..dataflow import Capability, InputPort, OperatorOutput, Scope
+    from ..stream import Stream
+
+    _Serve = Callable[[Callable[[ServerConnection], Awaitable[None]], str, int], Server]
 
 __all__ = ["server_source", "client_source", "server_sink"]
 
 log = logging.getLogger("aiotimely.connectors.websockets")
 
 
-def _websockets():
+def _websockets() -> tuple[_Serve, type[_Connect], type[_ConnectionClosed]]:
     try:
         from websockets.asyncio.client import connect
         from websockets.asyncio.server import serve
@@ -32,14 +42,14 @@ def _websockets():
 _STOP = object()
 
 
-async def _stop_when_set(stop: asyncio.Event, queue: asyncio.Queue) -> None:
+async def _stop_when_set(stop: asyncio.Event, queue: asyncio.Queue[Any]) -> None:
     """Once ``stop`` is set, queue the stop sentinel behind the messages already received."""
     await stop.wait()
     await queue.put(_STOP)
 
 
 def server_source(
-    scope: Any,
+    scope: Scope[Stream],
     host: str = "127.0.0.1",
     port: int = 8765,
     *,
@@ -48,7 +58,7 @@ def server_source(
     stop: asyncio.Event | None = None,
     ready: asyncio.Event | None = None,
     name: str = "WebsocketServer",
-) -> Any:
+) -> Stream:
     """A stream of every message any client sends to a server at ``host:port`` (on worker 0).
 
     The stream ends when ``stop`` is set, after the messages received before it;
@@ -58,10 +68,10 @@ def server_source(
     serve, _, ConnectionClosed = _websockets()
     worker = scope.worker
 
-    async def messages():
-        queue: asyncio.Queue = asyncio.Queue(maxsize=10_000)
+    async def messages() -> AsyncIterator[Any]:
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=10_000)
 
-        async def handler(connection):
+        async def handler(connection: ServerConnection) -> None:
             try:
                 async for message in connection:
                     await queue.put(message)        # a full queue slows the client down: back-pressure
@@ -90,17 +100,17 @@ def server_source(
 
 
 def client_source(
-    scope: Any,
+    scope: Scope[Stream],
     url: str,
     *,
     decode: Callable[[Any], Any] = json.loads,
     time: TimePolicy | None = None,
     name: str = "WebsocketClient",
-) -> Any:
+) -> Stream:
     """A stream of the messages of the feed at ``url`` (followed by worker 0); it ends when the feed closes."""
     _, connect, ConnectionClosed = _websockets()
 
-    async def messages():
+    async def messages() -> AsyncIterator[Any]:
         async with connect(url) as connection:
             try:
                 async for message in connection:
@@ -112,7 +122,7 @@ def client_source(
 
 
 def server_sink(
-    stream: Any,
+    stream: Stream,
     host: str = "127.0.0.1",
     port: int = 8766,
     *,
@@ -120,7 +130,7 @@ def server_sink(
     ready: asyncio.Event | None = None,
     queue_limit: int = 10_000,
     name: str = "WebsocketSink",
-) -> Any:
+) -> Stream:
     """Push every record to every client connected to a server at ``host:port`` (on worker 0).
 
     A client that disconnects is forgotten, and one that falls ``queue_limit``
@@ -129,14 +139,14 @@ def server_sink(
     """
     serve, _, ConnectionClosed = _websockets()
     worker = stream.scope.worker
-    subscribers: dict[Any, asyncio.Queue] = {}
+    subscribers: dict[ServerConnection, asyncio.Queue[Any]] = {}
     finishing = [False]
     all_gone = asyncio.Event()
 
-    async def handler(connection):
+    async def handler(connection: ServerConnection) -> None:
         if finishing[0]:
             return                              # the stream is complete: nothing more to push
-        queue: asyncio.Queue = asyncio.Queue(maxsize=queue_limit)
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=queue_limit)
         subscribers[connection] = queue
         try:
             while True:
@@ -160,7 +170,7 @@ def server_sink(
                 subscribers.pop(connection, None)
                 worker.start_soon(connection.close(), name=f"{name}: disconnecting a slow subscriber")
 
-    async def logic(input, output, cap):
+    async def logic(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
         cap.drop()
         if worker.index != 0:
             async for _ in input.activations():
@@ -182,4 +192,5 @@ def server_sink(
                     await queue.put(_STOP)      # let every subscriber receive what was published
                 await all_gone.wait()
 
-    return stream.unary_frontier(logic, exchange=lambda record: 0, name=name)
+    result: Stream = stream.unary_frontier(logic, exchange=lambda record: 0, name=name)
+    return result

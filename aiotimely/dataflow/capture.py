@@ -37,7 +37,7 @@ class Messages(NamedTuple):
     """Records the captured stream carried at ``time``."""
 
     time: Any
-    records: list
+    records: list[Any]
 
 
 Event = Union[Progress, Messages]
@@ -77,9 +77,9 @@ class Captured:
     def __len__(self) -> int:
         return len(self.events)
 
-    def extract(self) -> list[tuple[Any, list]]:
+    def extract(self) -> list[tuple[Any, list[Any]]]:
         """The records by time, times in order (records sorted where they can be)."""
-        by_time: dict[Any, list] = {}
+        by_time: dict[Any, list[Any]] = {}
         for event in self.events:
             if type(event) is Messages:
                 by_time.setdefault(event.time, []).extend(event.records)
@@ -174,7 +174,7 @@ def replay(events: Any, scope: Scope[S], *, shared: bool = True) -> S:
             while positions[i] < len(events):
                 event = events[positions[i]]
                 positions[i] += 1
-                if type(event) is Progress:
+                if isinstance(event, Progress):
                     for time, diff in event.changes:
                         op.adjust_held(0, decode(time) if decode else time, diff)
                 else:

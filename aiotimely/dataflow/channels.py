@@ -142,5 +142,5 @@ def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = N
     fabric = worker.fabric
     fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
     boxes = fabric.mailboxes(channel, source=worker.index)
-    pusher: Pusher = BroadcastPusher(boxes) if broadcast else ExchangePusher(exchange, boxes)  # type: ignore[arg-type]
-    return pusher, boxes[worker.index]
+    pusher: Pusher = BroadcastPusher(boxes) if broadcast or exchange is None else ExchangePusher(exchange, boxes)
+    return pusher, fabric.mailbox(channel, worker.index)

@@ -30,7 +30,7 @@ class FrontierNotificator:
         self._pending: SortedDict = SortedDict()
 
     def notify_at(self, cap: Capability | CapabilityRef) -> None:
-        if type(cap) is CapabilityRef:
+        if isinstance(cap, CapabilityRef):
             if cap.time in self._pending:
                 return
             cap = cap.retain()

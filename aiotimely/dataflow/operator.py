@@ -96,7 +96,11 @@ class OperatorRuntime:
         """Run ``coro`` as a helper task of this operator, owned by the worker: cancelled and awaited when the
         worker stops; if it fails, the computation fails with its error, naming this operator."""
         what = f"{name} of {self.describe()}" if name else f"a helper task of {self.describe()}"
-        return self.worker.start_soon(coro, name=what)
+
+        def error(exc: Exception) -> BaseException:
+            return self.located(f"{what} failed: {type(exc).__name__}: {exc}")
+
+        return self.worker.start_soon(coro, name=what, error=error)
 
     def start(self) -> None:
         """The dataflow is built: listen to the input mailboxes, and run once."""
@@ -180,8 +184,8 @@ class OperatorRuntime:
                 if not self._held and self.inputs_complete():
                     self.done = True
         except AiotimelyError as exc:
-            if isinstance(exc, (DataflowError, CapabilityError)) and getattr(exc, "_located", False):
-                raise
+            if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
+                raise  # already located (by the operator that raised it)
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
@@ -270,16 +274,21 @@ class OperatorRuntime:
         return (f"operator {self.name!r} (#{self.index} at {'/'.join(map(str, self.path))}) "
                 f"in dataflow {self.scope.dataflow.name!r} on worker {self.worker.index}")
 
-    def _failure(self, exc: BaseException) -> AiotimelyError:
+    def located(self, message: str, kind: type[DataflowError] | type[CapabilityError] = DataflowError,
+                time: Any = None) -> DataflowError | CapabilityError:
+        """An error about this operator: ``message``, with where it happened as attributes."""
+        return kind(message, dataflow=self.scope.dataflow.name, operator=self.name, path=self.path,
+                    worker=self.worker.index, time=time)
+
+    def _failure(self, exc: BaseException) -> DataflowError | CapabilityError:
         where = self.describe()
-        at = f" at time {self.current_time!r}" if self.current_time is not None else ""
-        kind = CapabilityError if isinstance(exc, CapabilityError) else DataflowError
+        time = self.current_time
+        at = f" at time {time!r}" if time is not None else ""
         message = str(exc)
         if isinstance(exc, AiotimelyError) and message.startswith(where):
             message = message[len(where):].lstrip(": ")
-        error = kind(f"{where} failed{at}: {type(exc).__name__}: {message}")
-        error._located = True  # type: ignore[attr-defined]
-        return error
+        kind = CapabilityError if isinstance(exc, CapabilityError) else DataflowError
+        return self.located(f"{where} failed{at}: {type(exc).__name__}: {message}", kind, time)
 
     def __repr__(self) -> str:
         return f"OperatorRuntime({self.name!r}, path={self.path})"

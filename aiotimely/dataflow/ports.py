@@ -247,7 +247,7 @@ class Session:
 
     def _check(self) -> None:
         cap = self._cap
-        if type(cap) is Capability:
+        if isinstance(cap, Capability):
             if not cap._live or cap._op.done:
                 raise CapabilityError(
                     f"{self._port.op.describe()}: cannot send at time {self._time!r}: its capability was dropped"

@@ -37,7 +37,7 @@ class ProgressBatch(NamedTuple):
     seq: int
     changes: list[tuple[Location, Any, int]]
 
-    def encode(self, ttype: TimestampType = INT) -> bytes:
+    def encode(self, ttype: TimestampType[Any, Any] = INT) -> bytes:
         """The compact msgpack encoding of this batch."""
         flat: list[Any] = []
         append = flat.append
@@ -47,10 +47,11 @@ class ProgressBatch(NamedTuple):
             append(loc[1] if type(loc) is Source else -1 - loc[1])
             append(time if encode is None else encode(time))
             append(diff)
-        return msgpack.packb((self.path, self.sender, self.seq, flat), use_bin_type=True)
+        data: bytes = msgpack.packb((self.path, self.sender, self.seq, flat), use_bin_type=True)
+        return data
 
     @classmethod
-    def decode(cls, data: bytes, ttype: TimestampType = INT) -> ProgressBatch:
+    def decode(cls, data: bytes, ttype: TimestampType[Any, Any] = INT) -> ProgressBatch:
         """Parse :meth:`encode`'s output; raise :class:`ProgressError` saying what is malformed."""
         try:
             path, sender, seq, flat = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=True)

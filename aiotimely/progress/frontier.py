@@ -12,14 +12,19 @@
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .timestamp import less_equal as _generic_less_equal
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsDunderLT
 
 __all__ = ["Antichain", "MutableAntichain", "ChangeBatch"]
 
 T = TypeVar("T")
 K = TypeVar("K")
+# Times of a MutableAntichain: ``<`` is a total order extending ``less_equal`` (see Timestamp).
+TO = TypeVar("TO", bound="SupportsDunderLT[Any]")
 
 
 def _any_less_equal(elements: list[T], le: Callable[[T, T], bool], time: T) -> bool:
@@ -192,14 +197,15 @@ class Antichain(Generic[T]):
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
+        elements: list[Any] = self._elements  # summaries need not support ``<``
         try:
-            shown = sorted(self._elements)
+            shown = sorted(elements)
         except TypeError:
-            shown = self._elements
+            shown = elements
         return f"Antichain({shown!r})"
 
 
-class MutableAntichain(Generic[T]):
+class MutableAntichain(Generic[TO]):
     """Signed counts of times, and the frontier of the times whose count is positive.
 
     :meth:`update_iter` applies a batch of ``(time, diff)`` updates and returns the
@@ -213,24 +219,24 @@ class MutableAntichain(Generic[T]):
 
     def __init__(
         self,
-        updates: Iterable[tuple[T, int]] = (),
+        updates: Iterable[tuple[TO, int]] = (),
         *,
-        less_equal: Callable[[T, T], bool] | None = None,
+        less_equal: Callable[[TO, TO], bool] | None = None,
         totally_ordered: bool = False,
     ) -> None:
-        self._counts: dict[T, int] = {}
-        self._frontier: list[T] = []
+        self._counts: dict[TO, int] = {}
+        self._frontier: list[TO] = []
         self._le = less_equal or _generic_less_equal
         self._total = totally_ordered
         if updates:
             self.update_iter(updates)
 
     @property
-    def frontier(self) -> Antichain[T]:
+    def frontier(self) -> Antichain[TO]:
         """The minimal times with positive count."""
         return Antichain._from_minimal(self._frontier, self._le)
 
-    def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+    def update_iter(self, updates: Iterable[tuple[TO, int]]) -> list[tuple[TO, int]]:
         """Apply ``(time, diff)`` updates; return the frontier's changes as ``(time, ±1)`` pairs."""
         counts = self._counts
         if self._total:
@@ -248,7 +254,7 @@ class MutableAntichain(Generic[T]):
                 del counts[time]
         return self._rebuild() if rebuild else []
 
-    def update(self, time: T, diff: int) -> list[tuple[T, int]]:
+    def update(self, time: TO, diff: int) -> list[tuple[TO, int]]:
         """Apply one update; return the frontier's changes."""
         if not diff:
             return []
@@ -287,7 +293,7 @@ class MutableAntichain(Generic[T]):
             del counts[time]
         return self._rebuild() if rebuild else []
 
-    def _update_iter_total(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+    def _update_iter_total(self, updates: Iterable[tuple[TO, int]]) -> list[tuple[TO, int]]:
         counts = self._counts
         frontier = self._frontier
         least = frontier[0] if frontier else None
@@ -304,7 +310,7 @@ class MutableAntichain(Generic[T]):
                 rebuild = True
         return self._rebuild() if rebuild else []
 
-    def _may_change(self, time: T, diff: int) -> bool:
+    def _may_change(self, time: TO, diff: int) -> bool:
         # A positive count implies a frontier element <= it, so:
         #  - some element strictly below `time`: `time` is not minimal either way;
         #  - an element equal to `time`: only a decrease can remove it;
@@ -318,7 +324,7 @@ class MutableAntichain(Generic[T]):
                 reached = True
         return diff < 0 if reached else diff > 0
 
-    def _rebuild(self) -> list[tuple[T, int]]:
+    def _rebuild(self) -> list[tuple[TO, int]]:
         old = self._frontier
         positive = [t for t, c in self._counts.items() if c > 0]
         if self._total or len(positive) <= 1:
@@ -341,15 +347,15 @@ class MutableAntichain(Generic[T]):
         changes.extend((t, 1) for t in new if t not in old)
         return changes
 
-    def less_equal(self, time: T) -> bool:
+    def less_equal(self, time: TO) -> bool:
         """True if some frontier element is ``<=`` time."""
         return _any_less_equal(self._frontier, self._le, time)
 
-    def less_than(self, time: T) -> bool:
+    def less_than(self, time: TO) -> bool:
         """True if some frontier element is strictly ``<`` time."""
         return _any_less_than(self._frontier, self._le, time)
 
-    def count_for(self, time: T) -> int:
+    def count_for(self, time: TO) -> int:
         """The accumulated count of ``time`` (possibly negative)."""
         return self._counts.get(time, 0)
 
@@ -357,7 +363,7 @@ class MutableAntichain(Generic[T]):
         """True if no time has positive count."""
         return not self._frontier
 
-    def updates(self) -> list[tuple[T, int]]:
+    def updates(self) -> list[tuple[TO, int]]:
         """Every time with a non-zero count, and its count."""
         return list(self._counts.items())
 

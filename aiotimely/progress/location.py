@@ -8,11 +8,12 @@ graph, and ``Target(0, o)`` is where records leave through the scope's output
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple, Union, final
 
 __all__ = ["Source", "Target", "Location"]
 
 
+@final  # compared by exact type: `type(loc) is Target` tells a Source from a Target
 class Source(NamedTuple):
     """An operator output port: where capabilities are held and records are produced."""
 
@@ -33,6 +34,7 @@ class Source(NamedTuple):
         return hash((0, self[0], self[1]))
 
 
+@final
 class Target(NamedTuple):
     """An operator input port: where records in flight wait to be consumed."""
 

@@ -10,7 +10,7 @@ progress batches and writes the frontier changes back.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from .frontier import ChangeBatch
 from .reachability import Connectivity
@@ -44,10 +44,10 @@ class SharedProgress:
     __slots__ = ("frontiers", "consumeds", "internals", "produceds")
 
     def __init__(self, inputs: int, outputs: int) -> None:
-        self.frontiers: list[ChangeBatch] = [ChangeBatch() for _ in range(inputs)]
-        self.consumeds: list[ChangeBatch] = [ChangeBatch() for _ in range(inputs)]
-        self.internals: list[ChangeBatch] = [ChangeBatch() for _ in range(outputs)]
-        self.produceds: list[ChangeBatch] = [ChangeBatch() for _ in range(outputs)]
+        self.frontiers: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(inputs)]
+        self.consumeds: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(inputs)]
+        self.internals: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(outputs)]
+        self.produceds: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(outputs)]
 
     def has_reports(self) -> bool:
         """True if the operator reported anything not yet collected by its scope."""
@@ -67,15 +67,31 @@ class Operate(Protocol):
     worker's actions only and so must be broadcast to every worker; it is false
     for a nested scope, whose reports are derived from already-exchanged
     information and are applied directly.
+
+    Members are read-only properties so that implementations may narrow them
+    (``interest`` as a ``list``, ``connectivity`` as a :data:`Connectivity`).
     """
 
-    name: str
-    inputs: int
-    outputs: int
-    local: bool
-    interest: Sequence[FrontierInterest]
-    connectivity: Connectivity | None
-    shared: SharedProgress
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inputs(self) -> int: ...
+
+    @property
+    def outputs(self) -> int: ...
+
+    @property
+    def local(self) -> bool: ...
+
+    @property
+    def interest(self) -> Sequence[FrontierInterest]: ...
+
+    @property
+    def connectivity(self) -> Connectivity | Sequence[Mapping[int, Any]] | None: ...
+
+    @property
+    def shared(self) -> SharedProgress: ...
 
 
 class OperatorProgress:

@@ -28,7 +28,7 @@ from .timestamp import TimestampType, timestamp_type
 
 __all__ = ["GraphBuilder", "Graph", "Tracker", "Connectivity"]
 
-Connectivity = list[dict[int, Antichain]]
+Connectivity = list[dict[int, Antichain[Any]]]
 """Per input port: output port -> antichain of path summaries (a missing output = no path)."""
 
 
@@ -48,7 +48,7 @@ class GraphBuilder:
         outputs: int = 0,
         name: str = "scope",
     ) -> None:
-        self.ttype: TimestampType = timestamp_type(timestamp)
+        self.ttype: TimestampType[Any, Any] = timestamp_type(timestamp)
         self.name = name
         self._shape: dict[int, tuple[int, int]] = {0: (outputs, inputs)}
         self._connectivity: dict[int, Connectivity] = {0: [{} for _ in range(outputs)]}
@@ -91,7 +91,7 @@ class GraphBuilder:
                 )
             conn = []
             for i, per_output in enumerate(connectivity):
-                row: dict[int, Antichain] = {}
+                row: dict[int, Antichain[Any]] = {}
                 for o, summaries in per_output.items():
                     if type(o) is not int or not 0 <= o < outputs:
                         raise GraphError(
@@ -181,7 +181,7 @@ class Graph:
 
     def __init__(
         self,
-        ttype: TimestampType,
+        ttype: TimestampType[Any, Any],
         name: str,
         shape: list[tuple[int, int]],
         connectivity: list[Connectivity],
@@ -213,7 +213,7 @@ class Graph:
         self.node_of = [loc.node for loc in locations]
 
         # Next hops: across an operator (target -> its sources, with summaries) or along edges.
-        hops: list[tuple] = []
+        hops: list[tuple[Any, ...]] = []
         for loc in locations:
             if type(loc) is Target:
                 hops.append(tuple(
@@ -243,18 +243,18 @@ class Graph:
     def scope_outputs(self) -> int:
         return self.shape[0][0]
 
-    def summaries_to_outputs(self, location: Location) -> dict[int, Antichain]:
+    def summaries_to_outputs(self, location: Location) -> dict[int, Antichain[Any]]:
         """The antichain of path summaries from ``location`` to each scope output it reaches."""
         return self._output_summaries[self.loc_id[location]]
 
-    def _summarize_outputs(self) -> list[dict[int, Antichain]]:
+    def _summarize_outputs(self) -> list[dict[int, Antichain[Any]]]:
         # A backwards label-correcting search from each scope output; an antichain
         # insert that fails ends the search along that path, which is what makes
         # strictly advancing cycles terminate.
         ttype = self.ttype
         followed_by = ttype.followed_by
         sle = ttype.summary_less_equal
-        results: list[dict[int, Antichain]] = [{} for _ in self.locations]
+        results: list[dict[int, Antichain[Any]]] = [{} for _ in self.locations]
         reverse_edge: dict[int, int] = {}
         for source, targets in self.edges.items():
             for t in targets:
@@ -341,12 +341,12 @@ class Tracker:
         n = len(graph.locations)
         self._le = graph.ttype.less_equal
         self._total = graph.ttype.totally_ordered
-        self._pointstamps: list[MutableAntichain | None] = [None] * n
-        self._implications: list[MutableAntichain | None] = [None] * n
+        self._pointstamps: list[MutableAntichain[Any] | None] = [None] * n
+        self._implications: list[MutableAntichain[Any] | None] = [None] * n
         self._pending: dict[int, dict[Any, int]] = {}
         self._work: list[tuple[Any, int, int]] = []
         self._pushed: dict[tuple[int, Any], int] = {}
-        self._output_changes = [ChangeBatch() for _ in range(graph.scope_outputs)]
+        self._output_changes: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(graph.scope_outputs)]
         self.cap_counts = [0] * len(graph.shape)
         """Per node: the number of frontier elements of its capabilities (positive iff it holds any)."""
         self.total_counts = 0
@@ -402,11 +402,11 @@ class Tracker:
         le, total = self._le, self._total
 
         pending, self._pending = self._pending, {}
-        for loc, changes in pending.items():
+        for loc, loc_changes in pending.items():
             counts = pointstamps[loc]
             if counts is None:
                 counts = pointstamps[loc] = MutableAntichain(less_equal=le, totally_ordered=total)
-            for t, d in counts.update_iter(changes.items()):
+            for t, d in counts.update_iter(loc_changes.items()):
                 self.total_counts += d
                 if not is_target[loc]:
                     cap_counts[node_of[loc]] += d
@@ -460,16 +460,16 @@ class Tracker:
         """Drain the changes of inner pointstamps projected onto scope output ``output``."""
         return self._output_changes[output].drain()
 
-    def frontier(self, location: Location) -> Antichain:
+    def frontier(self, location: Location) -> Antichain[Any]:
         """The implications at ``location``: for a ``Target``, the operator's input frontier."""
         implied = self._implications[self.graph.loc_id[location]]
         return implied.frontier if implied is not None else Antichain(less_equal=self._le)
 
-    def implications_at(self, loc: int) -> MutableAntichain | None:
+    def implications_at(self, loc: int) -> MutableAntichain[Any] | None:
         """The implications at location id ``loc`` (``None`` if nothing was ever implied there)."""
         return self._implications[loc]
 
-    def pointstamps(self, location: Location) -> MutableAntichain:
+    def pointstamps(self, location: Location) -> MutableAntichain[Any]:
         """The counts reported at exactly ``location``."""
         counts = self._pointstamps[self.graph.loc_id[location]]
         return counts if counts is not None else MutableAntichain(less_equal=self._le)

@@ -160,7 +160,7 @@ class Subgraph:
         self._progcaster = Progcaster(path, worker, peers)
         self._local: ChangeBatch[tuple[int, Any]] = ChangeBatch()
         self._final: ChangeBatch[tuple[int, Any]] = ChangeBatch()
-        self._entered = [ChangeBatch() for _ in range(self.inputs)]
+        self._entered: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(self.inputs)]
         self._output_capabilities = [
             MutableAntichain(less_equal=outer.less_equal, totally_ordered=outer.totally_ordered)
             for _ in range(self.outputs)
@@ -219,7 +219,7 @@ class Subgraph:
 
     def extract(self, child: int) -> list[int]:
         """Collect what ``child`` reported while it ran; return the children its output reached."""
-        return self._extract_into(child, self._local if self.children[child].local else self._final)
+        return self._extract_into(child, self._local if self.children[child].local else self._final)  # type: ignore[union-attr]  # children[0] is None; child >= 1
 
     def send(self) -> ProgressBatch | None:
         """This worker's changes since the last batch, as one batch for every worker; ``None`` if none."""
@@ -239,7 +239,7 @@ class Subgraph:
 
     # -- state --------------------------------------------------------------------
 
-    def frontier(self, target: Target) -> Antichain:
+    def frontier(self, target: Target) -> Antichain[Any]:
         """The current frontier at ``target`` (an input of a child, or ``Target(0, o)`` for output ``o``)."""
         return self.tracker.frontier(target)
 
@@ -277,8 +277,8 @@ class Subgraph:
                         local.update((tid, t), n)
                     local.update((sid, t), -n)
 
-    def _extract_into(self, c: int, dest: ChangeBatch) -> list[int]:
-        shared = self.children[c].shared
+    def _extract_into(self, c: int, dest: ChangeBatch[tuple[int, Any]]) -> list[int]:
+        shared = self.children[c].shared  # type: ignore[union-attr]  # children[0] is None; c >= 1
         graph = self.graph
         for i, consumed in enumerate(shared.consumeds):
             if consumed:
@@ -309,17 +309,17 @@ class Subgraph:
         if self._final:
             node_of, is_target = graph.node_of, graph.is_target
             to_outer = self.refinement.to_outer
-            for (loc, t), d in self._final.drain():
-                if node_of[loc] == 0:
-                    port = graph.locations[loc].port
-                    if is_target[loc]:
+            for (lid, t), d in self._final.drain():
+                if node_of[lid] == 0:
+                    port = graph.locations[lid].port
+                    if is_target[lid]:
                         # Records that left the scope: produced, as far as the parent knows.
                         self.shared.produceds[port].update(to_outer(t), d)
                     else:
                         # The harvest's -n at an input, back as "the scope consumed n".
                         self.shared.consumeds[port].update(to_outer(t), -d)
                 else:
-                    tracker.update_at(loc, t, d)
+                    tracker.update_at(lid, t, d)
         tracker.propagate_all()
 
         children = self.children
@@ -331,7 +331,7 @@ class Subgraph:
                 continue
             touched.add(node)
             if type(loc) is Target:
-                child = children[node]
+                child: Operate = children[node]  # type: ignore[assignment]  # children[0] is None; node >= 1
                 child.shared.frontiers[loc.port].update(t, d)
                 interest = child.interest[loc.port]
                 if interest is _ALWAYS or (interest is _IF_CAPABILITY and tracker.cap_counts[node] > 0):

@@ -127,10 +127,12 @@ class Product(NamedTuple):
 def less_equal(a: Any, b: Any) -> bool:
     """The partial order on times (or on summaries) of any supported type."""
     if type(a) is int:
-        return a <= b
+        le: bool = a <= b
+        return le
     if type(a) is Product:
         return less_equal(a[0], b[0]) and less_equal(a[1], b[1])
-    return a.less_equal(b)
+    le = a.less_equal(b)
+    return le
 
 
 def less_than(a: Any, b: Any) -> bool:
@@ -186,7 +188,8 @@ class TimestampType(Generic[T, S]):
     def decode(self, data: Any) -> T:
         """The time :meth:`encode` gave ``data`` for; ``TypeError``/``ValueError`` if malformed."""
         self.check_time(data)
-        return data
+        time: T = data
+        return time
 
     def advances(self, summary: S) -> bool:
         """True if the summary strictly advances every time: it is not ``<=`` the identity.
@@ -243,7 +246,7 @@ class ProductType(TimestampType[Product, Product]):
 
     totally_ordered = False
 
-    def __init__(self, outer: TimestampType, inner: TimestampType) -> None:
+    def __init__(self, outer: TimestampType[Any, Any], inner: TimestampType[Any, Any]) -> None:
         self.outer = outer
         self.inner = inner
         self.name = f"Product[{outer.name}, {inner.name}]"
@@ -254,10 +257,14 @@ class ProductType(TimestampType[Product, Product]):
         ori, iri = outer.results_in, inner.results_in
         ofb, ifb = outer.followed_by, inner.followed_by
         osle, isle = outer.summary_less_equal, inner.summary_less_equal
+        less_equal: Callable[[Product, Product], bool]
+        results_in: Callable[[Product, Product], Product | None]
+        followed_by: Callable[[Product, Product], Product | None]
+        summary_less_equal: Callable[[Product, Product], bool]
 
         if outer is INT and inner is INT:
             # The common case (one level of iteration over int times), inlined.
-            def less_equal(a: Product, b: Product) -> bool:
+            def less_equal(a: tuple[int, int], b: tuple[int, int]) -> bool:
                 return a[0] <= b[0] and a[1] <= b[1]
 
             def results_in(s: Product, t: Product) -> Product | None:
@@ -332,9 +339,9 @@ class ProductType(TimestampType[Product, Product]):
 class ProtocolType(TimestampType[Any, Any]):
     """A user class implementing :class:`Timestamp`, with ``cls.Summary`` implementing :class:`PathSummary`."""
 
-    def __init__(self, cls: type, *, totally_ordered: bool = False) -> None:
+    def __init__(self, cls: type[Any], *, totally_ordered: bool = False) -> None:
         missing = [a for a in ("less_equal", "minimum", "Summary") if getattr(cls, a, None) is None]
-        if cls.__lt__ is object.__lt__:
+        if cls.__lt__ is object.__lt__:  # type: ignore[operator]  # typeshed omits object.__lt__
             missing.append("__lt__")
         if cls.__hash__ is None:
             missing.append("__hash__")
@@ -390,7 +397,7 @@ class ProtocolType(TimestampType[Any, Any]):
         return hash((ProtocolType, self.cls))
 
 
-def timestamp_type(spec: Any) -> TimestampType:
+def timestamp_type(spec: Any) -> TimestampType[Any, Any]:
     """The :class:`TimestampType` for ``spec``: ``int``, a ``TimestampType``, or a protocol class."""
     if isinstance(spec, TimestampType):
         return spec
@@ -413,8 +420,8 @@ class Refinement:
 
     def __init__(
         self,
-        outer: TimestampType,
-        inner: TimestampType,
+        outer: TimestampType[Any, Any],
+        inner: TimestampType[Any, Any],
         to_inner: Callable[[Any], Any],
         to_outer: Callable[[Any], Any],
         summarize: Callable[[Any], Any],
@@ -428,13 +435,13 @@ class Refinement:
         self.kind = kind
 
     @classmethod
-    def region(cls, ttype: TimestampType) -> Refinement:
+    def region(cls, ttype: TimestampType[Any, Any]) -> Refinement:
         """A region: the same timestamp as the parent."""
         ident = _identity
         return cls(ttype, ttype, ident, ident, ident, "region")
 
     @classmethod
-    def iterative(cls, outer: TimestampType, inner: TimestampType = INT) -> Refinement:
+    def iterative(cls, outer: TimestampType[Any, Any], inner: TimestampType[Any, Any] = INT) -> Refinement:
         """An iterative scope: ``Product(outer, inner)`` times; entering starts the inner coordinate at its minimum."""
         ptype = ProductType(outer, inner)
         new = tuple.__new__

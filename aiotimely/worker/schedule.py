@@ -75,7 +75,8 @@ class WorkerHandle(Protocol):
         """A future on the worker's loop that fails with the computation's error if the worker stops first."""
         ...
 
-    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str,
+                   error: Callable[[Exception], BaseException] | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a helper task owned by the worker: cancelled and awaited when it stops; if it fails,
-        the computation fails with its error."""
+        the computation fails with ``error(exception)`` (by default, an error naming ``name``)."""
         ...

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from typing import Any, Callable, Coroutine, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Callable, Coroutine
 
 from ..errors import DataflowError
 from .activations import Activations
@@ -28,8 +29,9 @@ from .schedule import Schedule
 __all__ = ["Scheduler", "WorkerStatistics"]
 
 
-class WorkerStatistics(NamedTuple):
-    """A snapshot of what a worker has done."""
+@dataclass(frozen=True, slots=True)
+class WorkerStatistics:
+    """A snapshot of what a worker has done: rounds of scheduling, dataflows still running, operator runs."""
 
     index: int
     peers: int
@@ -65,7 +67,7 @@ class Scheduler:
         self._built = False
         self._group: asyncio.TaskGroup | None = None
         self._helpers: set[asyncio.Task[Any]] = set()
-        self._named_errors: dict[int, DataflowError] = {}
+        self._named_errors: dict[int, BaseException] = {}
 
     # -- dataflows ------------------------------------------------------------------------
 
@@ -114,24 +116,29 @@ class Scheduler:
         fut.add_done_callback(self._waiters.discard)
         return fut
 
-    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str,
+                   error: Callable[[Exception], BaseException] | None = None) -> asyncio.Task[Any]:
         group = self._group
         if group is None:
             coro.close()
             raise RuntimeError(f"worker {self.index} is not running: it cannot start {name!r}")
         task = group.create_task(coro, name=f"aiotimely-worker-{self.index}: {name}")
         self._helpers.add(task)
-        task.add_done_callback(functools.partial(self._helper_done, name))
+        task.add_done_callback(functools.partial(self._helper_done, name, error))
         return task
 
-    def _helper_done(self, name: str, task: asyncio.Task[Any]) -> None:
+    def _helper_done(self, name: str, error: Callable[[Exception], BaseException] | None,
+                     task: asyncio.Task[Any]) -> None:
         self._helpers.discard(task)
         if not task.cancelled():
             exc = task.exception()
-            if exc is not None and not isinstance(exc, DataflowError):
-                error = DataflowError(f"{name} failed: {type(exc).__name__}: {exc}")
-                error.__cause__ = exc
-                self._named_errors[id(exc)] = error
+            if isinstance(exc, Exception) and not isinstance(exc, DataflowError):
+                if error is not None:
+                    named = error(exc)
+                else:
+                    named = DataflowError(f"{name} failed: {type(exc).__name__}: {exc}")
+                named.__cause__ = exc
+                self._named_errors[id(exc)] = named
 
     # -- waking ------------------------------------------------------------------------
 

