@@ -8,7 +8,7 @@ and returns the operator's output stream(s), of this class.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, overload
 
 from .dataflow import capture as _capture
 from .dataflow import input as _input
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["Stream", "concatenate"]
 
 NEVER, ALWAYS = FrontierInterest.NEVER, FrontierInterest.ALWAYS
+
+Decorator = Callable[[OperatorLogic], "Stream"]
+"""What a generic builder returns without logic: it builds the operator from the function it decorates."""
+SinkDecorator = Callable[[OperatorLogic], None]
 
 
 class Stream(StreamCore):
@@ -141,39 +145,96 @@ class Stream(StreamCore):
         _capture.capture_into(self, sink)
 
     # -- user logic ---------------------------------------------------------------------
+    # Each builder takes the logic, or returns a decorator that does: ``@stream.unary(name="X")``.
 
-    def unary(self, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
-              interest: Interest = NEVER) -> Any:
+    @overload
+    def unary(self, logic: OperatorLogic,
+              *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Stream: ...
+
+    @overload
+    def unary(self, logic: None = None,
+              *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Decorator: ...
+
+    def unary(self, logic: OperatorLogic | None = None,
+              *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Any:
         """An operator with one input and one output: ``async def logic(input, output, cap)``."""
         return generic.unary(self, logic, exchange=exchange, name=name, interest=interest)
 
-    def unary_frontier(self, logic: OperatorLogic | None = None, *, exchange: Any = None,
-                       name: str | None = None, interest: Interest = ALWAYS) -> Any:
+    @overload
+    def unary_frontier(self, logic: OperatorLogic,
+                       *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream: ...
+
+    @overload
+    def unary_frontier(self, logic: None = None,
+                       *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+
+    def unary_frontier(self, logic: OperatorLogic | None = None,
+                       *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """As :meth:`unary`, woken whenever its input frontier changes."""
         return generic.unary_frontier(self, logic, exchange=exchange, name=name, interest=interest)
 
-    def unary_notify(self, logic: OperatorLogic | None = None, *, exchange: Any = None,
-                     name: str | None = None, interest: Interest = ALWAYS) -> Any:
+    @overload
+    def unary_notify(self, logic: OperatorLogic,
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream: ...
+
+    @overload
+    def unary_notify(self, logic: None = None,
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+
+    def unary_notify(self, logic: OperatorLogic | None = None,
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """``async def logic(input, output, notificator)``: request and receive notifications."""
         return generic.unary_notify(self, logic, exchange=exchange, name=name, interest=interest)
 
-    def binary(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
-               name: str | None = None, interest: Interest = NEVER) -> Any:
+    @overload
+    def binary(self, other: Stream, logic: OperatorLogic,
+               *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Stream: ...
+
+    @overload
+    def binary(self, other: Stream, logic: None = None,
+               *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Decorator: ...
+
+    def binary(self, other: Stream, logic: OperatorLogic | None = None,
+               *, exchange: Any = None, name: str | None = None, interest: Interest = NEVER) -> Any:
         """Two inputs, one output: ``async def logic(input1, input2, output, cap)``."""
         return generic.binary(self, other, logic, exchange=exchange, name=name, interest=interest)
 
-    def binary_frontier(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
-                        name: str | None = None, interest: Interest = ALWAYS) -> Any:
+    @overload
+    def binary_frontier(self, other: Stream, logic: OperatorLogic,
+                        *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream: ...
+
+    @overload
+    def binary_frontier(self, other: Stream, logic: None = None,
+                        *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+
+    def binary_frontier(self, other: Stream, logic: OperatorLogic | None = None,
+                        *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """As :meth:`binary`, woken whenever an input frontier changes."""
         return generic.binary_frontier(self, other, logic, exchange=exchange, name=name, interest=interest)
 
-    def binary_notify(self, other: Stream, logic: OperatorLogic | None = None, *, exchange: Any = None,
-                      name: str | None = None, interest: Interest = ALWAYS) -> Any:
+    @overload
+    def binary_notify(self, other: Stream, logic: OperatorLogic,
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream: ...
+
+    @overload
+    def binary_notify(self, other: Stream, logic: None = None,
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+
+    def binary_notify(self, other: Stream, logic: OperatorLogic | None = None,
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """``async def logic(input1, input2, output, notificator)``."""
         return generic.binary_notify(self, other, logic, exchange=exchange, name=name, interest=interest)
 
-    def sink(self, logic: OperatorLogic | None = None, *, exchange: Any = None, name: str | None = None,
-             interest: Interest = ALWAYS) -> Any:
+    @overload
+    def sink(self, logic: OperatorLogic,
+             *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> None: ...
+
+    @overload
+    def sink(self, logic: None = None,
+             *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> SinkDecorator: ...
+
+    def sink(self, logic: OperatorLogic | None = None,
+             *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """An operator with no output: ``async def logic(input)``."""
         return generic.sink(self, logic, exchange=exchange, name=name, interest=interest)
 

@@ -87,3 +87,10 @@ def test_every_public_function_and_method_is_typed(name):
 
 def test_the_package_says_it_is_typed():
     assert (PACKAGE / "py.typed").exists()
+
+
+def test_typed_program_runs():
+    """``tests/typed_program.py`` is what mypy checks from a user's side (CI runs mypy on it); it must also run."""
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "typed_program.py")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stdout + done.stderr
