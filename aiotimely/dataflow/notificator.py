@@ -20,8 +20,9 @@ class FrontierNotificator:
 
     ``notify_at(cap)`` asks to be told when ``cap.time`` is complete (one request per
     time is kept). ``ready(frontiers)`` yields each capability whose time no frontier
-    can still reach, earliest first; the capability is valid inside the loop body and
-    is dropped when the loop moves on (``cap.delayed(...)`` keeps a time longer).
+    can still reach, earliest first, one at a time (as timely's ``next``): the
+    capability is valid inside the loop body and is dropped when the loop moves on
+    (``cap.delayed(...)`` keeps a time longer).
     Pending times are kept sorted, so for totally ordered times (``int``) finding the
     ready ones costs only the ready ones.
     """
@@ -40,25 +41,37 @@ class FrontierNotificator:
             self._pending[cap.time] = cap
 
     def ready(self, frontiers: Iterable[Any]) -> Iterator[Capability]:
+        """Each capability whose time no frontier can still reach, least first, one at a time: a request
+        made inside the loop for a time already complete comes next in turn, and breaking out of the
+        loop leaves the rest pending. The capability is dropped when the loop moves on."""
         frontiers = list(frontiers)
+        while True:
+            cap = self._next(frontiers)
+            if cap is None:
+                return
+            try:
+                yield cap
+            finally:
+                if not cap.dropped:
+                    cap.drop()
+
+    def next(self, frontiers: Iterable[Any]) -> Capability | None:
+        """The least capability no frontier can reach (it is yours: drop it when done), or ``None``."""
+        return self._next(list(frontiers))
+
+    def _next(self, frontiers: list[Any]) -> Capability | None:
         pending = self._pending
         if not pending:
-            return
+            return None
         total = type(pending.peekitem(0)[0]) is int
-        due = []
         for t in pending:
             if any(f.less_equal(t) for f in frontiers):
                 if total:
-                    break  # every later time is reachable too
+                    return None  # every later time is reachable too
                 continue
-            due.append(t)
-        if not due:
-            return
-        caps = [pending.pop(t) for t in due]
-        for cap in caps:
-            yield cap
-            if not cap.dropped:
-                cap.drop()
+            cap: Capability = pending.pop(t)
+            return cap
+        return None
 
     def pending(self) -> list[Any]:
         """The times waiting to be notified, earliest first."""
@@ -77,3 +90,6 @@ class Notificator(FrontierNotificator):
 
     def ready(self, frontiers: Iterable[Any] | None = None) -> Iterator[Capability]:
         return super().ready(self._inputs if frontiers is None else frontiers)
+
+    def next(self, frontiers: Iterable[Any] | None = None) -> Capability | None:
+        return super().next(self._inputs if frontiers is None else frontiers)

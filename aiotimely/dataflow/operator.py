@@ -38,8 +38,8 @@ class OperatorRuntime:
 
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
-        "current_time", "done", "externally_driven", "_held", "_coro", "_function", "_waiting", "_dirty_ports",
-        "__weakref__",
+        "current_time", "done", "externally_driven", "poked", "_held", "_coro", "_function", "_waiting",
+        "_dirty_ports", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -56,6 +56,8 @@ class OperatorRuntime:
         self.current_time: Any = None
         self.done = False
         self.externally_driven = False
+        self.poked = False
+        """An activator was called and the logic has not yet come back to wait for an activation."""
         self._held: dict[tuple[int, Any], int] = {}
         self._coro: Coroutine[Any, Any, None] | None = None
         self._function: Callable[[], None] | None = None
@@ -160,6 +162,11 @@ class OperatorRuntime:
     def inputs_complete(self) -> bool:
         """True when every input's frontier is empty and nothing waits to be drained."""
         return all(inp.is_complete() for inp in self.inputs)
+
+    def news(self) -> int:
+        """A count that grows whenever a batch arrives or an input frontier changes: if it differs from the
+        count at the logic's last look, something arrived that the logic has not seen."""
+        return sum(port.taken + len(port._queue) + port.changes for port in self.inputs)
 
     def _accept_frontiers(self) -> None:
         assert self.progress is not None

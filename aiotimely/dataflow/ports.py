@@ -61,7 +61,7 @@ class InputPort:
     batch is counted as consumed when it is handed out.
     """
 
-    __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch")
+    __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch", "changes", "taken")
 
     def __init__(self, op: OperatorRuntime, port: int, mailbox: Mailbox) -> None:
         self._op = op
@@ -72,6 +72,10 @@ class InputPort:
         self._frontier = MutableAntichain(less_equal=ttype.less_equal, totally_ordered=ttype.totally_ordered)
         self._consumed: ChangeBatch[Any] = _UNBOUND
         self._watch: list[tuple[Any, int]] | None = None
+        self.changes = 0
+        """How many times the frontier has changed (so the logic can tell whether it saw the latest)."""
+        self.taken = 0
+        """How many batches have been taken from this input."""
 
     def _bind(self, consumed: ChangeBatch[Any]) -> None:
         """Count into ``consumed`` (the operator's shared progress), once the operator is built."""
@@ -89,6 +93,7 @@ class InputPort:
         while queue:
             time, batch = queue.popleft()
             consumed.update(time, len(batch))
+            self.taken += 1
             op.current_time = time
             yield time, batch
 
@@ -122,6 +127,7 @@ class InputPort:
 
     def _frontier_changed(self, changes: list[tuple[Any, int]]) -> None:
         self._frontier.update_iter(changes)
+        self.changes += 1
         if self._watch is not None:
             self._watch.extend(changes)
 
@@ -169,22 +175,31 @@ OperatorInput = InputPort
 
 
 class _Activations:
-    __slots__ = ("_op", "_first")
+    """One step per activation; a step comes at once when something arrived that the logic has not seen
+    (input waiting, a frontier change, an activator's call), even if it arrived while the logic awaited
+    something else."""
+
+    __slots__ = ("_op", "_first", "_seen")
 
     def __init__(self, op: OperatorRuntime) -> None:
         self._op = op
         self._first = True
+        self._seen = 0
 
     def __aiter__(self) -> _Activations:
         return self
 
     async def __anext__(self) -> None:
+        op = self._op
         if self._first:
             self._first = False
-            return None
-        if self._op.inputs_complete():
-            raise StopAsyncIteration
-        await NEXT_ACTIVATION
+        else:
+            if op.inputs_complete():
+                raise StopAsyncIteration
+            if not op.poked and op.news() == self._seen:
+                await NEXT_ACTIVATION
+        op.poked = False
+        self._seen = op.news()
         return None
 
 
@@ -335,11 +350,16 @@ class Activator:
 
     def activate(self) -> None:
         op = self._op
+        op.poked = True  # kept even if the logic is busy awaiting something else right now
         op.worker.activate_threadsafe(op.path)
 
     async def activated(self) -> None:
-        """From inside the operator's logic: wait until the operator is next activated."""
-        await NEXT_ACTIVATION
+        """From inside the operator's logic: wait until the operator is next activated (at once, if an
+        activator was called since the logic last waited)."""
+        op = self._op
+        if not op.poked:
+            await NEXT_ACTIVATION
+        op.poked = False
 
     def __repr__(self) -> str:
         return f"Activator(path={self._op.path})"
