@@ -208,13 +208,21 @@ async def execute_async(
         return list(outcomes)
     except BaseException as error:
         if cluster is not None:
-            cluster.abort(error)  # tell the peers still connected why this process stops
+            await _tell_peers(cluster, error)
         raise
     finally:
         for worker in members:
             await worker._scheduler.stop()
         if cluster is not None:
             await cluster.close()
+
+
+async def _tell_peers(cluster: Cluster, error: BaseException) -> None:
+    """Tell the peers still connected why this process stops (the first real error, not a reset link)."""
+    try:
+        await cluster.abort(error)
+    except (asyncio.CancelledError, Exception):  # we are failing already: the original error is what counts
+        pass
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:

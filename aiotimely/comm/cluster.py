@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..errors import ClusterError
 from .backpressure import BackPressure
-from .codec import CodecError, RecordCodec
+from .codec import RecordCodec
 from .fabric import Channel, ChannelCodec, Endpoint
 from .framing import ALL, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
@@ -36,6 +36,9 @@ from .local import LocalFabric
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
 log = logging.getLogger("aiotimely.cluster")
+
+ABORT_GRACE = 5.0
+"""Seconds a failing process waits for its peers to read why before it closes its connections."""
 
 
 class Cluster(LinkHandler):
@@ -122,6 +125,8 @@ class Cluster(LinkHandler):
 
     def frame_received(self, conn: Link, frame: Frame) -> None:
         kind = frame.kind
+        if self._closing:
+            return  # this process is ending: read what peers still send, so closing does not reset them
         try:
             if kind is Kind.DATA or kind is Kind.PROGRESS:
                 self.fabric.deliver(conn, frame)
@@ -133,8 +138,8 @@ class Cluster(LinkHandler):
                 self._fail(ClusterError(f"process {conn.process} failed: {message}"))
             else:
                 raise ClusterError(f"unexpected {kind.name} frame")
-        except (CodecError, ValueError, TypeError, ClusterError) as e:
-            conn.reject(f"a bad {kind.name} frame ({e})")
+        except Exception as e:  # whatever a frame does to us, it is the peer's fault: refuse it, named
+            conn.reject(f"a bad {kind.name} frame ({type(e).__name__}: {e})")
 
     def link_broken(self, conn: Link, why: str) -> None:
         self._fail(ClusterError(f"process {conn.process} sent {why}"))
@@ -187,15 +192,25 @@ class Cluster(LinkHandler):
         if waiter is not None and not waiter.done() and len(self._byes) >= self.processes - 1:
             waiter.set_result(None)
 
-    def abort(self, error: BaseException) -> None:
-        """This process failed: tell every peer why, and close."""
+    async def abort(self, error: BaseException, grace: float = ABORT_GRACE) -> None:
+        """This process failed: tell every peer why, after everything already sent, and wait (up to
+        ``grace`` seconds) until they have read it and closed, reading what they send meanwhile: closing
+        with unread data would reset the connection, and a peer could lose the message."""
         message = str(error).encode("utf-8", "replace")[:65536]
-        for conn in list(self.connections.values()):
+        self._closing = True
+        links = list(self.connections.values())
+        for conn in links:
             conn.send(encode_frame(Kind.ERROR, message))
+            conn.finish_sending()
+            conn.resume_reading()
+        waiting = [conn.closed for conn in links if not conn.closed.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=grace)
 
     async def close(self) -> None:
         self._closing = True
-        for conn in list(self.connections.values()):
+        links = list(self.connections.values())
+        for conn in links:
             if conn.transport is not None:
                 conn.transport.close()
         if self._server is not None:
@@ -245,8 +260,8 @@ class ClusterFabric(LocalFabric):
         for conn, frame in self._waiting.pop(channel, ()):
             try:
                 self._deliver(conn, frame, codec)
-            except (CodecError, ValueError, TypeError, ClusterError) as e:
-                conn.reject(f"a bad {frame.kind.name} frame ({e})")
+            except Exception as e:  # the peer's fault: refuse it, named
+                conn.reject(f"a bad {frame.kind.name} frame ({type(e).__name__}: {e})")
 
     def _codec(self, channel: Channel) -> ChannelCodec:
         codec = self._codecs.get(channel)

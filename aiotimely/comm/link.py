@@ -66,6 +66,8 @@ class Link(asyncio.Protocol):
         """Done when the handshake succeeded; failed with a :class:`ClusterError` if it did not."""
         self.writable = loop.create_future()
         self.writable.set_result(None)
+        self.closed: asyncio.Future[None] = loop.create_future()
+        """Done when the connection has closed."""
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -110,6 +112,8 @@ class Link(asyncio.Protocol):
                 self._handshake(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
         if self._timer is not None:
             self._timer.cancel()
         if not self.ready.done():
@@ -186,6 +190,12 @@ class Link(asyncio.Protocol):
     def congested(self) -> bool:
         """True while the write buffer is over its high-water mark."""
         return not self.writable.done()
+
+    def finish_sending(self) -> None:
+        """Send nothing more: the peer reads what was sent, then the end of the stream (we still read)."""
+        transport = self.transport
+        if transport is not None and not transport.is_closing() and transport.can_write_eof():
+            transport.write_eof()
 
     def pause_reading(self) -> None:
         """Read nothing more from the peer for now (its sends then back up)."""

@@ -73,7 +73,7 @@ class OperatorBuilder:
             )
         self._check_open()
         scope.add_edge(stream.source, Target(op.index, port))
-        pusher, mailbox = open_channel(scope, exchange=exchange, broadcast=broadcast)
+        pusher, mailbox = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame)
         stream.attach(pusher)
         inp = InputPort(op, port, mailbox)
         op.inputs.append(inp)

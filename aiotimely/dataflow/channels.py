@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..comm.codec import RecordCodec, register_extension
 from ..comm.local import Mailbox
 from ..comm.routing import route
+from ..errors import ProgressError
 from ..progress import Product, ProgressBatch, TimestampType
 from .stream import Pusher
 
@@ -56,18 +57,23 @@ class DataCodec:
 
 
 class ProgressCodec:
-    """A scope's progress channel: :class:`~aiotimely.progress.ProgressBatch` es in their compact form."""
+    """A scope's progress channel: :class:`~aiotimely.progress.ProgressBatch` es in their compact form; a batch
+    for another scope is refused as it arrives (the peer that sent it is at fault)."""
 
-    __slots__ = ("_ttype",)
+    __slots__ = ("_ttype", "_path")
 
-    def __init__(self, ttype: TimestampType[Any, Any]) -> None:
+    def __init__(self, ttype: TimestampType[Any, Any], path: tuple[int, ...]) -> None:
         self._ttype = ttype
+        self._path = path
 
     def encode(self, batch: ProgressBatch) -> bytes:
         return batch.encode(self._ttype)
 
     def decode(self, payload: bytes) -> ProgressBatch:
-        return ProgressBatch.decode(payload, self._ttype)
+        batch = ProgressBatch.decode(payload, self._ttype)
+        if batch.path != self._path:
+            raise ProgressError(f"a progress batch of scope {batch.path} on the channel of scope {self._path}")
+        return batch
 
 
 def push_to_all(pushers: list[Pusher], time: Any, batch: list[Any]) -> None:
@@ -92,22 +98,36 @@ class MailboxPusher:
         self._box.push((time, batch))
 
 
+Blame = Callable[[Exception, str, Any], BaseException]
+"""Makes the error of a consumer's channel: ``blame(exception, what failed, time)``."""
+
+
 class ExchangePusher:
-    """Spreads a batch over every worker's mailbox by a key of each record."""
+    """Spreads a batch over every worker's mailbox by a key of each record.
 
-    __slots__ = ("_key", "_boxes", "_peers")
+    The key function is the consumer's: if it fails, ``blame`` names the consumer (not the operator whose
+    activation happened to send the batch).
+    """
 
-    def __init__(self, key: Callable[[Any], Any], boxes: list[Any]) -> None:
+    __slots__ = ("_key", "_boxes", "_peers", "_blame")
+
+    def __init__(self, key: Callable[[Any], Any], boxes: list[Any], blame: Blame | None = None) -> None:
         self._key = key
         self._boxes = boxes
         self._peers = len(boxes)
+        self._blame = blame
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         key, peers = self._key, self._peers
         parts: list[list[Any]] = [[] for _ in range(peers)]
-        for record in batch:
-            k = key(record)
-            parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
+        try:
+            for record in batch:
+                k = key(record)
+                parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
+        except Exception as exc:
+            if self._blame is None:
+                raise
+            raise self._blame(exc, f"the exchange key of record {record!r:.200}", time) from exc
         for box, part in zip(self._boxes, parts, strict=True):
             if part:
                 box.push((time, part))
@@ -127,8 +147,8 @@ class BroadcastPusher:
             box.push((time, batch if i == last else list(batch)))
 
 
-def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None,
-                 broadcast: bool = False) -> tuple[Pusher, Mailbox]:
+def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
+                 blame: Blame | None = None) -> tuple[Pusher, Mailbox]:
     """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox.
 
     Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
@@ -142,5 +162,6 @@ def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = N
     fabric = worker.fabric
     fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
     boxes = fabric.mailboxes(channel, source=worker.index)
-    pusher: Pusher = BroadcastPusher(boxes) if broadcast or exchange is None else ExchangePusher(exchange, boxes)
+    pusher: Pusher = (BroadcastPusher(boxes) if broadcast or exchange is None
+                      else ExchangePusher(exchange, boxes, blame))
     return pusher, fabric.mailbox(channel, worker.index)

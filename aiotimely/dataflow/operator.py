@@ -16,7 +16,8 @@ Operators are made by :class:`~aiotimely.dataflow.builder.OperatorBuilder`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import logging
+from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from .scope import Scope
 
 __all__ = ["OperatorRuntime", "Logic"]
+
+log = logging.getLogger("aiotimely")
 
 Logic = Callable[[], None] | Coroutine[Any, Any, None]
 """What runs at each activation: a function (called) or a coroutine (resumed)."""
@@ -190,17 +193,16 @@ class OperatorRuntime:
                 self._function()
                 if not self._held and self.inputs_complete():
                     self.done = True
+            if self._dirty_ports:  # send what sessions buffered: encoding and routing errors are ours too
+                ports, self._dirty_ports = self._dirty_ports, []
+                for port in ports:
+                    port.release()
         except AiotimelyError as exc:
             if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
                 raise  # already located (by the operator that raised it)
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
-        finally:
-            if self._dirty_ports:
-                ports, self._dirty_ports = self._dirty_ports, []
-                for port in ports:
-                    port.release()
         return not self.done
 
     def _resume(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -263,17 +265,34 @@ class OperatorRuntime:
             found.append(f"{self.describe()} never drained its input(s) {undrained}")
         return found
 
-    def close(self) -> None:
-        """Stop the logic (the computation is shutting down)."""
-        if self._waiting is not None:
-            self._waiting.remove_done_callback(self._future_done)
-            if not self._waiting.done():
-                self._waiting.cancel()
-            self._waiting = None
-        if self._coro is not None:
-            self._coro.close()
-            self._coro = None
+    async def close(self) -> None:
+        """Stop the logic: the computation is shutting down. A coroutine gets ``CancelledError`` where it
+        waits, and its cleanup (``finally`` blocks, ``async with`` exits) runs to its end, awaiting what it
+        awaits; an error in the cleanup is logged, never raised over the error that stopped the computation."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.remove_done_callback(self._future_done)
+            if not waiting.done():
+                waiting.cancel()
+        coro, self._coro = self._coro, None
         self.done = True
+        if coro is None:
+            return
+        try:
+            await _Unwind(coro)
+        except asyncio.CancelledError:
+            log.warning("%s did not finish its cleanup in time", self.describe())
+        except Exception as exc:
+            log.warning("%s failed while stopping: %s: %s", self.describe(), type(exc).__name__, exc)
+
+    def blame(self, exc: Exception, what: str, time: Any) -> DataflowError | CapabilityError:
+        """An error of this operator's, for ``what`` failing with ``exc`` at ``time`` (even while another
+        operator's activation runs it, as an exchange key does)."""
+        at = f" at time {time!r}" if time is not None else ""
+        error = self.located(f"{self.describe()} failed{at}: {what} raised {type(exc).__name__}: {exc}",
+                             time=time)
+        error.__cause__ = exc
+        return error
 
     # -- errors ------------------------------------------------------------------------
 
@@ -299,3 +318,33 @@ class OperatorRuntime:
 
     def __repr__(self) -> str:
         return f"OperatorRuntime({self.name!r}, path={self.path})"
+
+
+class _Unwind:
+    """Awaiting it cancels a suspended operator coroutine and runs its cleanup to the end: the futures the
+    cleanup awaits are awaited by whoever awaits this; cancelling that cancels the cleanup too."""
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro = self._coro
+        refused = 0
+        try:
+            signal = coro.throw(asyncio.CancelledError())
+            while True:
+                if signal is ACTIVATION:  # the logic caught the cancellation and waits for more: none will come
+                    refused += 1
+                    if refused > 2:
+                        coro.close()
+                        return
+                    signal = coro.throw(asyncio.CancelledError())
+                    continue
+                try:
+                    sent = yield signal
+                except BaseException as exc:  # noqa: BLE001 - the closing task's own cancellation, passed on
+                    signal = coro.throw(exc)
+                else:
+                    signal = coro.send(sent)
+        except (StopIteration, asyncio.CancelledError):
+            return

@@ -11,6 +11,7 @@ protocol (:mod:`aiotimely.worker.schedule`).
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar, Union
 
@@ -201,7 +202,7 @@ class Scope(Generic[S]):
         if self.parent is not None:
             self.parent.add_progress(self.index, progress)
         fabric = self.worker.fabric
-        fabric.register(self.progress_channel, ProgressCodec(self.ttype))
+        fabric.register(self.progress_channel, ProgressCodec(self.ttype, self.path))
         self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
         return progress
 
@@ -295,10 +296,9 @@ class Scope(Generic[S]):
                          f"(unfinished operators: {waiting})")
         return found
 
-    def close(self) -> None:
-        """Stop every operator's logic (the computation is shutting down)."""
-        for op in self.operators():
-            op.close()
+    async def close(self) -> None:
+        """Stop every operator's logic (the computation is shutting down), each running its cleanup."""
+        await asyncio.gather(*(op.close() for op in self.operators()))
 
     def __repr__(self) -> str:
         return f"Scope({self.name!r}, path={self.path})"

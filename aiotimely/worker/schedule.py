@@ -37,8 +37,8 @@ class Schedule(Protocol):
         """What keeps it from completing, in words, for a user."""
         ...
 
-    def close(self) -> None:
-        """The computation is shutting down: stop every operator's logic."""
+    async def close(self) -> None:
+        """The computation is shutting down: stop every operator's logic, letting its cleanup run."""
         ...
 
 

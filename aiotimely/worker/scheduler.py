@@ -26,7 +26,10 @@ from .activations import Activations
 from .computation import Computation
 from .schedule import Schedule
 
-__all__ = ["Scheduler", "WorkerStatistics"]
+__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT"]
+
+CLOSE_TIMEOUT = 5.0
+"""Seconds the operators of a stopping worker get to run their cleanup (``finally``, ``async with``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +293,16 @@ class Scheduler:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-        for dataflow in self._dataflows.values():
-            dataflow.close()
+        dataflows = list(self._dataflows.values())
         self._dataflows.clear()
+        if dataflows:
+            loop = asyncio.get_running_loop()
+            closing = [loop.create_task(dataflow.close()) for dataflow in dataflows]
+            _, late = await asyncio.wait(closing, timeout=CLOSE_TIMEOUT)
+            for task in late:  # a cleanup that does not end: cancel it (its operator logs that)
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=1.0)
 
     def statistics(self) -> WorkerStatistics:
         return WorkerStatistics(self.index, self.peers, self.rounds, len(self._dataflows), self.operators_run)

@@ -113,3 +113,31 @@ async def flood(worker):
     worker.dataflow(make)
     await worker.step_until_done()
     say(f"peak {worker.index} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
+
+
+async def fail_under_load(worker):
+    """Worker 0 floods worker 1 and then fails itself (``FAIL_ON=0``), or worker 1's sink fails (``FAIL_ON=1``)
+    while the flood goes on: every process must report that failure."""
+    payload = "y" * 200
+    fail_on = int(os.environ.get("FAIL_ON", "0"))
+
+    async def produce(output, cap):
+        if worker.index == 0:
+            for n in range(100_000):
+                output.session(cap).give_many([payload] * 1000)
+                if n == 300 and fail_on == 0:
+                    raise ValueError("the source broke after 300 batches")
+                await asyncio.sleep(0)
+        cap.drop()
+
+    def make(scope):
+        @at.source(scope, "Flood", produce).exchange(lambda r: 1).sink(name="Breaks")
+        async def breaks(input):
+            seen = 0
+            async for _ in input.activations():
+                for _time, _batch in input.drain():
+                    seen += 1
+                    if seen == 300 and fail_on == 1:
+                        raise ValueError("the sink broke after 300 batches")
+
+    worker.dataflow(make, name="loaded")
