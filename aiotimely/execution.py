@@ -56,11 +56,15 @@ class Worker:
         """Build a dataflow: ``worker.dataflow(fn)`` calls ``fn(scope)`` and returns its result, or
         ``async with worker.dataflow() as scope:`` builds it when the block ends.
 
-        ``timestamp`` is the dataflow's timestamp type (``int`` by default).
+        ``name`` is what errors and logs call it; by default, the name of ``fn`` (if it has one), else
+        ``dataflow-N``. ``timestamp`` is the dataflow's timestamp type (``int`` by default).
         """
         scheduler = self._scheduler
         index = scheduler.new_dataflow_index()
-        dataflow = Dataflow(scheduler, index, name or f"dataflow-{index}", timestamp, Stream)
+        if name is None:
+            named = getattr(fn, "__name__", "<lambda>")
+            name = named if named.isidentifier() else f"dataflow-{index}"
+        dataflow = Dataflow(scheduler, index, name, timestamp, Stream)
         if fn is None:
             return BuildContext(dataflow.root, lambda: self._install(dataflow))
         result = fn(dataflow.root)

@@ -68,8 +68,8 @@ class OperatorBuilder:
         port = len(op.inputs)
         if stream.scope is not scope:
             raise GraphError(
-                f"{op.describe()}: input {port} comes from a stream of scope {stream.scope.name!r}; "
-                f"bring it into scope {scope.name!r} with enter() or leave() first"
+                f"{op.describe()}: input {port} comes from a stream of {stream.scope.describe()}; "
+                f"bring it into {scope.describe()} with enter() or leave() first"
             )
         self._check_open()
         scope.add_edge(stream.source, Target(op.index, port))

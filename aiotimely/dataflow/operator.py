@@ -297,8 +297,8 @@ class OperatorRuntime:
     # -- errors ------------------------------------------------------------------------
 
     def describe(self) -> str:
-        return (f"operator {self.name!r} (#{self.index} at {'/'.join(map(str, self.path))}) "
-                f"in dataflow {self.scope.dataflow.name!r} on worker {self.worker.index}")
+        """Where this operator is, in words: its name and index, its scopes and dataflow by name, its worker."""
+        return f"operator {self.name!r} (#{self.index}) in {self.scope.describe()} on worker {self.worker.index}"
 
     def located(self, message: str, kind: type[DataflowError] | type[CapabilityError] = DataflowError,
                 time: Any = None) -> DataflowError | CapabilityError:

@@ -110,9 +110,15 @@ class Scope(Generic[S]):
         """The number of workers in the computation."""
         return self.worker.peers
 
+    def describe(self) -> str:
+        """The scope in words: ``dataflow 'name'``, or ``scope 'inner' in dataflow 'name'``."""
+        if self.parent is None:
+            return f"dataflow {self.dataflow.name!r}"
+        return f"scope {self.name!r} in {self.parent.describe()}"
+
     def _check_building(self) -> SubgraphBuilder:
         if self._builder is None:
-            raise GraphError(f"scope {self.name!r} is already built: operators cannot be added to it any more")
+            raise GraphError(f"{self.describe()} is already built: operators cannot be added to it any more")
         return self._builder
 
     # -- building, for operators and channels --------------------------------------------
@@ -194,7 +200,7 @@ class Scope(Generic[S]):
         for loop in self._loops:
             if not loop.connected:
                 raise GraphError(
-                    f"scope {self.name!r}: a feedback loop was created but never closed with connect_loop()"
+                    f"{self.describe()}: a feedback loop was created but never closed with connect_loop()"
                 )
         self.progress = progress = builder.build()
         self._builder = None  # built: operators cannot be added any more

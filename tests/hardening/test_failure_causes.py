@@ -68,3 +68,20 @@ def test_a_failure_while_sending_from_async_logic_names_the_operator(run):
     with pytest.raises(at.DataflowError) as info:
         run(build, workers=2)
     assert info.value.operator == "Exchange" and "IndexError" in str(info.value)
+
+
+def test_errors_name_the_operator_its_scopes_and_its_dataflow_in_words(run):
+    def build(worker):
+        def pipeline(scope):
+            def body(inner):
+                return at.to_stream([1], scope).enter(inner).map(lambda x: x / 0).leave()
+
+            return scope.region(body, name="body")
+
+        worker.dataflow(pipeline)                      # named after its build function
+
+    with pytest.raises(at.DataflowError) as info:
+        run(build)
+    assert str(info.value).startswith(
+        "operator 'Map' (#1) in scope 'body' in dataflow 'pipeline' on worker 0 failed at time 0: ZeroDivisionError")
+    assert (info.value.dataflow, info.value.path) == ("pipeline", (0, 1, 1))   # dataflow 0, scope 1, operator 1

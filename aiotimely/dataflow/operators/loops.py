@@ -60,7 +60,7 @@ class _LeavePort:
 def enter(stream: S, inner: Scope[Any]) -> S:
     if inner.parent is not stream.scope:
         raise GraphError(
-            f"cannot enter scope {inner.name!r} from scope {stream.scope.name!r}: "
+            f"cannot enter {inner.describe()} from {stream.scope.describe()}: "
             "a stream enters a scope directly nested in its own"
         )
     port = inner.add_input()
@@ -75,7 +75,7 @@ def leave(stream: S) -> S:
     inner = stream.scope
     outer = inner.parent
     if outer is None:
-        raise GraphError(f"stream of scope {inner.name!r} cannot leave: it is a dataflow's outermost scope")
+        raise GraphError(f"a stream of {inner.describe()} cannot leave: it is the dataflow's outermost scope")
     port = inner.add_output()
     inner.add_edge(stream.source, Target(0, port))
     leave_port = _LeavePort(inner)
@@ -98,10 +98,10 @@ def feedback(scope: Scope[Any], summary: Any) -> tuple[LoopHandle, Any]:
     try:
         scope.ttype.check_summary(summary)
     except (TypeError, ValueError) as e:
-        raise GraphError(f"scope {scope.name!r}: feedback({summary!r}): {e}") from None
+        raise GraphError(f"{scope.describe()}: feedback({summary!r}): {e}") from None
     if not scope.ttype.advances(summary):
         raise GraphError(
-            f"scope {scope.name!r}: feedback({summary!r}) does not advance time, so records could go round "
+            f"{scope.describe()}: feedback({summary!r}) does not advance time, so records could go round "
             "the loop forever at one time; use a summary that moves time forward, such as 1"
         )
     builder = OperatorBuilder(scope, "Feedback")
