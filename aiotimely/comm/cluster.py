@@ -28,7 +28,7 @@ from ..errors import ClusterError
 from .backpressure import BackPressure
 from .codec import RecordCodec
 from .fabric import Channel, ChannelCodec, Endpoint
-from .framing import ALL, Frame, Kind, encode_frame
+from .framing import ALL, HEADER, MAX_FRAME, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
 from .local import LocalFabric
@@ -37,6 +37,8 @@ __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
 log = logging.getLogger("aiotimely.cluster")
 
+MAX_PAYLOAD = MAX_FRAME - (HEADER.size - 4)
+"""The most bytes one frame carries: bigger batches are split by their channel's codec."""
 ABORT_GRACE = 5.0
 """Seconds a failing process waits for its peers to read why before it closes its connections."""
 
@@ -235,9 +237,10 @@ class _RemoteMailbox:
         self._process = cluster.process_of(target)
 
     def push(self, item: Any) -> None:
-        self._cluster.send(self._process, encode_frame(
-            Kind.DATA, self._codec.encode(item), source=self._source, target=self._target,
-            dataflow=self._channel[0], channel=self._channel[1]))
+        cluster, (dataflow, channel) = self._cluster, self._channel
+        for payload in self._codec.encode(item, MAX_PAYLOAD):
+            cluster.send(self._process, encode_frame(Kind.DATA, payload, source=self._source, target=self._target,
+                                                     dataflow=dataflow, channel=channel))
 
 
 class ClusterFabric(LocalFabric):
@@ -282,12 +285,12 @@ class ClusterFabric(LocalFabric):
         cluster = self.cluster
         if cluster.processes > 1:
             dataflow, number = channel
-            payload = self._codec(channel).encode(item)
-            frame = encode_frame(Kind.PROGRESS, payload, source=0xFFFFFFFF if skip is None else skip, target=ALL,
-                                 dataflow=dataflow, channel=number)
-            for process in range(cluster.processes):
-                if process != cluster.index:
-                    cluster.send(process, frame)
+            for payload in self._codec(channel).encode(item, MAX_PAYLOAD):
+                frame = encode_frame(Kind.PROGRESS, payload, source=0xFFFFFFFF if skip is None else skip,
+                                     target=ALL, dataflow=dataflow, channel=number)
+                for process in range(cluster.processes):
+                    if process != cluster.index:
+                        cluster.send(process, frame)
 
     def deliver(self, conn: Link, frame: Frame) -> None:
         """A DATA or PROGRESS frame from a peer: decode it into the right mailbox(es)."""

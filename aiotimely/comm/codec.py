@@ -8,6 +8,13 @@ extension types; the layers above add their own (the dataflow layer adds
 registered with :func:`register_type` (every process must register them, under the
 same qualified name); pickle is used only when a computation allows it
 (``execute(..., pickle=True)``), because unpickling runs code chosen by the sender.
+
+Registering a subclass of a type msgpack packs natively (a ``NamedTuple``, a ``str``
+or ``dict`` subclass) makes every codec of the process strict: each value is then
+packed by its exact type, so those records arrive as what they were, at about
+twice the packing cost of the default. Until then, subclasses of native types (an
+unregistered ``NamedTuple``, :class:`~aiotimely.progress.Product` inside a record)
+travel as their base type, as msgpack packs them.
 """
 
 from __future__ import annotations
@@ -31,6 +38,11 @@ _by_name: dict[str, Callable[[Any], Any]] = {}
 _ext_by_class: dict[type, tuple[int, Callable[[Any], Any]]] = {}
 _ext_by_code: dict[int, Callable[[Any], Any]] = {}
 
+_NATIVE: tuple[type, ...] = (bool, int, float, str, bytes, tuple, list, dict)
+"""What msgpack packs natively, in the order a subclass is converted back to its base."""
+_strict = False
+"""True once a subclass of a native type is registered: every value is then packed by its exact type."""
+
 
 class CodecError(TypeError):
     """A record cannot be encoded or decoded; the message says which and how to fix it."""
@@ -39,9 +51,12 @@ class CodecError(TypeError):
 def register_type(cls: type, to_tuple: Callable[[Any], Any], from_tuple: Callable[[Any], Any]) -> None:
     """Let records of class ``cls`` cross processes: ``to_tuple(obj)`` gives msgpack-able data,
     ``from_tuple(data)`` rebuilds the object. Register in every process (at import time)."""
+    global _strict
     name = f"{cls.__module__}.{cls.__qualname__}"
     _by_class[cls] = (name, to_tuple)
     _by_name[name] = from_tuple
+    if issubclass(cls, _NATIVE):
+        _strict = True
 
 
 def register_extension(code: int, cls: type, to_data: Callable[[Any], Any], from_data: Callable[[Any], Any]) -> None:
@@ -63,15 +78,18 @@ class RecordCodec:
 
     def __init__(self, *, allow_pickle: bool = False) -> None:
         self.allow_pickle = allow_pickle
-        self._packer = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
+        self._fast = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
+        self._strict = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True, strict_types=True)
 
     def _nested(self, value: Any) -> bytes:
         # A fresh packer: the shared one is in the middle of packing the enclosing value.
-        packed: bytes = msgpack.packb(value, default=self._default, use_bin_type=True)
+        packed: bytes = msgpack.packb(value, default=self._default, use_bin_type=True, strict_types=_strict)
         return packed
 
-    def _default(self, obj: Any) -> msgpack.ExtType:
+    def _default(self, obj: Any) -> Any:
         kind = type(obj)
+        if kind is tuple:  # strict packing hands tuples here: they travel as arrays
+            return list(obj)
         registered = _by_class.get(kind)
         if registered is not None:
             name, to_tuple = registered
@@ -82,6 +100,10 @@ class RecordCodec:
             return msgpack.ExtType(code, self._nested(to_data(obj)))
         if kind is int:  # beyond msgpack's 64 bits
             return msgpack.ExtType(_EXT_BIGINT, obj.to_bytes((obj.bit_length() + 8) // 8, "big", signed=True))
+        for native in _NATIVE:  # an unregistered subclass of a native type travels as its base type
+            if isinstance(obj, native):
+                base: Any = list if native is tuple else native
+                return base(obj)
         if self.allow_pickle:
             return msgpack.ExtType(_EXT_PICKLE, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
         raise CodecError(
@@ -109,13 +131,15 @@ class RecordCodec:
         raise CodecError(f"unknown extension type {code} in a record")
 
     def pack(self, value: Any) -> bytes:
+        packer = self._strict if _strict else self._fast
         try:
-            packed: bytes = self._packer.pack(value)
+            packed: bytes = packer.pack(value)
             return packed
         except CodecError:
+            packer.reset()
             raise
         except (TypeError, ValueError, OverflowError) as e:
-            self._packer.reset()
+            packer.reset()
             raise CodecError(f"cannot encode {value!r:.200}: {e}") from None
 
     def unpack(self, data: bytes) -> Any:

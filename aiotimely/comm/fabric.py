@@ -26,7 +26,9 @@ Channel = tuple[int, int]
 class ChannelCodec(Protocol):
     """How one channel's items become bytes for another process, and back."""
 
-    def encode(self, item: Any) -> bytes:
+    def encode(self, item: Any, limit: int) -> list[bytes]:
+        """The item as one or more payloads of at most ``limit`` bytes, each decoding to an item of its own
+        (a batch too big for one frame is split); raise if the item cannot be split to fit."""
         ...
 
     def decode(self, payload: bytes) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..comm.codec import RecordCodec, register_extension
+from ..comm.codec import CodecError, RecordCodec, register_extension
 from ..comm.local import Mailbox
 from ..comm.routing import route
 from ..errors import ProgressError
@@ -47,9 +47,17 @@ class DataCodec:
         self._ttype = ttype
         self._values = values
 
-    def encode(self, item: tuple[Any, list[Any]]) -> bytes:
+    def encode(self, item: tuple[Any, list[Any]], limit: int) -> list[bytes]:
         time, batch = item
-        return self._values.pack((self._ttype.encode(time), batch))
+        wire_time = self._ttype.encode(time)
+        payload = self._values.pack((wire_time, batch))
+        if len(payload) <= limit:
+            return [payload]
+        if len(batch) == 1:
+            raise CodecError(f"a record of {len(payload):,} bytes at time {time!r} cannot cross processes: a frame "
+                             f"carries at most {limit:,} bytes; send it in smaller records")
+        half = len(batch) // 2  # too big for one frame: two batches, and so on, each counted where consumed
+        return self.encode((time, batch[:half]), limit) + self.encode((time, batch[half:]), limit)
 
     def decode(self, payload: bytes) -> tuple[Any, list[Any]]:
         time, records = self._values.unpack(payload)
@@ -66,8 +74,11 @@ class ProgressCodec:
         self._ttype = ttype
         self._path = path
 
-    def encode(self, batch: ProgressBatch) -> bytes:
-        return batch.encode(self._ttype)
+    def encode(self, batch: ProgressBatch, limit: int) -> list[bytes]:
+        payload = batch.encode(self._ttype)
+        if len(payload) > limit:  # a progress batch is never split
+            raise ProgressError(f"a progress batch of {len(payload):,} bytes does not fit in a frame ({limit:,})")
+        return [payload]
 
     def decode(self, payload: bytes) -> ProgressBatch:
         batch = ProgressBatch.decode(payload, self._ttype)

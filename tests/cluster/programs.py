@@ -6,6 +6,7 @@ import asyncio
 import os
 import sys
 import time
+from typing import NamedTuple
 
 import aiotimely as at
 
@@ -141,3 +142,35 @@ async def fail_under_load(worker):
                         raise ValueError("the sink broke after 300 batches")
 
     worker.dataflow(make, name="loaded")
+
+
+class Reading(NamedTuple):
+    """A record type that is a tuple: msgpack would send it as a plain tuple unless it is registered."""
+
+    sensor: str
+    value: float
+
+
+at.register_type(Reading, tuple, lambda fields: Reading(*fields))
+
+
+def named_tuples(worker):
+    def make(scope):
+        mine = [Reading(f"s{i}", i / 2) for i in range(20) if i % worker.peers == worker.index]
+        return at.to_stream(mine, scope).exchange(lambda r: r.sensor).inspect(
+            lambda r: say(f"reading {type(r).__name__} {r.sensor} {r.value}"))
+
+    worker.dataflow(make)
+
+
+async def big_batch(worker):
+    """``RECORDS`` records of ``RECORD_KB`` kB in one batch, to a worker of another process: bigger than a frame."""
+    size = int(os.environ.get("RECORD_KB", "270")) * 1000
+    count = int(os.environ.get("RECORDS", "1000"))
+    received = []
+    records = [str(i).ljust(size, "z") for i in range(count)] if worker.index == 0 else []
+    worker.dataflow(lambda s: at.to_stream(records, s).exchange(lambda r: 1)
+                    .inspect_batch(lambda _t, batch: received.extend(len(r) for r in batch)), name="big")
+    await worker.step_until_done()
+    if worker.index == 1:
+        say(f"received {len(received)} records of {set(received)} characters")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 
 import pytest
 
-from .harness import PROGRAMS, Cluster, launch, lines_after_prefix
+from .harness import PROGRAMS, ROOT, Cluster, launch, lines_after_prefix
 from .programs import TEXT
 
 
@@ -121,3 +123,29 @@ def test_garbage_from_a_raw_socket_is_refused_while_the_cluster_computes(tmp_pat
     assert [code for code, _, _ in results] == [0, 0], results
     assert "finished 0 at" in results[0][1] and "finished 1 at" in results[1][1]
     assert results[0][2].count("refused a connection") == len(garbage), results[0][2]
+
+
+def test_a_registered_named_tuple_keeps_its_type_across_processes():
+    code, out, err = launch(program("named_tuples"), 2, 1)
+    assert code == 0, err
+    lines = sorted(line for line in lines_after_prefix(out) if line.startswith("reading"))
+    assert lines == sorted(f"reading Reading s{i} {i / 2}" for i in range(20))
+
+
+def test_a_batch_bigger_than_a_frame_is_split_across_frames():
+    code, out, err = launch(program("big_batch"), 2, 1)          # 1,000 records of 270 kB: 270 MB
+    assert code == 0, err
+    assert "received 1000 records of {270000} characters" in out
+
+
+def test_a_record_bigger_than_a_frame_is_a_clear_error():
+    import os
+
+    env = {**os.environ, "RECORD_KB": "270000", "RECORDS": "1"}   # one record of 270 MB
+    done = subprocess.run([sys.executable, "-m", "aiotimely", "run", program("big_batch"), "-w", "1", "-n", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode != 0
+    for process in (0, 1):                           # the launcher's last words are its summary: skip them
+        last = [line for line in done.stderr.splitlines() if line.startswith(f"[process {process}] ")][-1]
+        assert "operator 'ToStream'" in last and "dataflow 'big'" in last, done.stderr[-2000:]
+        assert "cannot cross processes: a frame carries at most 268,435,439 bytes" in last, last
