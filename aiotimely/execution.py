@@ -129,6 +129,7 @@ def execute(
     secret: str | bytes | None = None,
     pickle: bool = False,
     connect_timeout: float | None = None,
+    peer_timeout: float | None = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -141,7 +142,9 @@ def execute(
     every process's ``host:port`` (default ``127.0.0.1:2101``, ``:2102``, ...). All of
     them authenticate with a shared ``secret`` (or ``AIOTIMELY_SECRET``), and wait up
     to ``connect_timeout`` seconds (or ``AIOTIMELY_CONNECT_TIMEOUT``, default 30) for
-    each other. Records of
+    each other. A peer that sends nothing for ``peer_timeout`` seconds (or
+    ``AIOTIMELY_PEER_TIMEOUT``, default 10) is taken for stopped, hung or cut off, and
+    ends the computation with an error naming it. Records of
     classes other than the msgpack basics cross processes once registered with
     :func:`aiotimely.register_type`, or, if ``pickle=True``, pickled.
     ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
@@ -149,7 +152,7 @@ def execute(
     """
     result: list[Any] = run(execute_async(build, workers=workers, processes=processes, process=process,
                                           addresses=addresses, secret=secret, pickle=pickle,
-                                          connect_timeout=connect_timeout), loop)
+                                          connect_timeout=connect_timeout, peer_timeout=peer_timeout), loop)
     return result
 
 
@@ -163,6 +166,7 @@ async def execute_async(
     secret: str | bytes | None = None,
     pickle: bool = False,
     connect_timeout: float | None = None,
+    peer_timeout: float | None = None,
 ) -> list[Any]:
     """:func:`execute` on the running event loop."""
     if workers < 1:
@@ -176,9 +180,15 @@ async def execute_async(
             raise ClusterError(f"{len(addresses)} addresses for {processes} processes")
         if connect_timeout is None:
             connect_timeout = float(os.environ.get("AIOTIMELY_CONNECT_TIMEOUT", "30"))
+        if peer_timeout is None:
+            peer_timeout = float(os.environ.get("AIOTIMELY_PEER_TIMEOUT", "10"))
         cluster = Cluster(addresses, process, workers, shared_secret(secret, "a computation over several processes"),
-                          allow_pickle=pickle, connect_timeout=connect_timeout)
-        await cluster.start()
+                          allow_pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout)
+        try:
+            await cluster.start()
+        except BaseException:
+            await cluster.close()
+            raise
         computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True)
         cluster.on_failure = computation.fail
     else:

@@ -14,8 +14,13 @@ the network holds many unprocessed batches, or while an operator that awaits I/O
 has a long queue of input — so the sender's buffer fills, and the sender waits.
 
 A peer that closes its connection without saying goodbye, or reports a failure,
-fails the whole computation with an error naming it. A connection that fails the
-handshake is logged and closed; the cluster goes on.
+fails the whole computation with an error naming it. So does a peer that sends
+nothing for ``peer_timeout`` seconds: every process sends a HEARTBEAT frame each
+second, so silence means the peer is stopped, hung or cut off (a peer whose
+event loop is blocked that long by one operator looks the same: keep blocking
+work off the loop, or raise the timeout). Silence while this process itself was
+blocked, or had stopped reading from the peer, does not count. A connection
+that fails the handshake is logged and closed; the cluster goes on.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ log = logging.getLogger("aiotimely.cluster")
 
 MAX_PAYLOAD = MAX_FRAME - (HEADER.size - 4)
 """The most bytes one frame carries: bigger batches are split by their channel's codec."""
+HEARTBEAT_FRAME = encode_frame(Kind.HEARTBEAT)
 ABORT_GRACE = 5.0
 """Seconds a failing process waits for its peers to read why before it closes its connections."""
 
@@ -57,6 +63,7 @@ class Cluster(LinkHandler):
         *,
         allow_pickle: bool = False,
         connect_timeout: float = 30.0,
+        peer_timeout: float = 10.0,
     ) -> None:
         self.addresses = [parse_address(a) for a in addresses]
         self.processes = len(addresses)
@@ -69,18 +76,35 @@ class Cluster(LinkHandler):
         self.workers = workers
         self.secret = secret
         self.connect_timeout = connect_timeout
+        self.peer_timeout = peer_timeout
+        self._beat = min(1.0, peer_timeout / 4)
+        self._ticker: asyncio.TimerHandle | None = None
+        self._last_tick = 0.0
         self.codec = RecordCodec(allow_pickle=allow_pickle)
         self.fabric = ClusterFabric(self)
         self.connections: dict[int, Link] = {}
-        self.on_failure: Callable[[BaseException], None] | None = None
+        self._on_failure: Callable[[BaseException], None] | None = None
         self.error: BaseException | None = None
+        self._all_connected: asyncio.Future[None] | None = None
         self._server: asyncio.Server | None = None
         self._byes: set[int] = set()
         self._bye_waiter: asyncio.Future[None] | None = None
         self._closing = False
+        self._silent: set[int] = set()
 
     def process_of(self, worker: int) -> int:
         return worker // self.workers
+
+    @property
+    def on_failure(self) -> Callable[[BaseException], None] | None:
+        """Called with the first failure (a peer's, or a lost link); at once if one already happened."""
+        return self._on_failure
+
+    @on_failure.setter
+    def on_failure(self, callback: Callable[[BaseException], None] | None) -> None:
+        self._on_failure = callback
+        if callback is not None and self.error is not None:
+            callback(self.error)
 
     # -- starting ---------------------------------------------------------------
 
@@ -94,17 +118,23 @@ class Cluster(LinkHandler):
                 host, port, reuse_address=True)
         except OSError as e:
             raise ClusterError(f"process {self.index} cannot listen on {host}:{port}: {e}") from None
-        self._all_connected = loop.create_future()
+        all_connected = self._all_connected = loop.create_future()
         if self.processes == 1:
-            self._all_connected.set_result(None)
+            all_connected.set_result(None)
         async with asyncio.TaskGroup() as dialing:
             dials = [dialing.create_task(self._dial(peer)) for peer in range(self.index)]
             try:
-                await asyncio.wait([self._all_connected], timeout=self.connect_timeout)
+                await asyncio.wait([all_connected], timeout=self.connect_timeout)
             finally:
                 for dial in dials:
                     dial.cancel()
-        if not self._all_connected.done():
+        if all_connected.done():
+            all_connected.result()  # a peer that failed (or left) while we were connecting
+            if self.error is not None:
+                raise self.error
+            self._last_tick = loop.time()
+            self._ticker = loop.call_later(self._beat, self._tick)
+        else:
             missing = sorted(set(range(self.processes)) - set(self.connections) - {self.index})
             where = ", ".join(f"{p} at {self.addresses[p][0]}:{self.addresses[p][1]}" for p in missing)
             raise ClusterError(f"process {self.index} could not reach process(es) {where} "
@@ -120,8 +150,30 @@ class Cluster(LinkHandler):
     def link_established(self, conn: Link) -> None:
         self.connections[conn.process] = conn
         log.debug("process %d connected to process %d", self.index, conn.process)
-        if len(self.connections) == self.processes - 1 and not self._all_connected.done():
-            self._all_connected.set_result(None)
+        waiter = self._all_connected
+        if len(self.connections) == self.processes - 1 and waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- liveness ---------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """Every beat: tell every peer we are alive, and fail on a peer silent for ``peer_timeout``."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        blocked = now - self._last_tick > 2 * self._beat + 0.5  # this loop was busy: we heard nothing either
+        self._last_tick = now
+        for peer, conn in list(self.connections.items()):
+            conn.send(HEARTBEAT_FRAME)
+            if blocked or not conn.reading:
+                conn.last_heard = now
+            elif now - conn.last_heard > self.peer_timeout:
+                self._silent.add(peer)  # nobody to wait for when we close
+                host, port = self.addresses[peer]
+                self._fail(ClusterError(
+                    f"process {peer} ({host}:{port}) has sent nothing for {self.peer_timeout:g} s: it is stopped, "
+                    "hung or cut off (AIOTIMELY_PEER_TIMEOUT or execute(peer_timeout=...) sets how long to wait)"))
+        if not self._closing and self.error is None:
+            self._ticker = loop.call_later(self._beat, self._tick)
 
     # -- frames in --------------------------------------------------------------
 
@@ -135,6 +187,8 @@ class Cluster(LinkHandler):
             elif kind is Kind.BYE:
                 self._byes.add(conn.process)
                 self._check_byes()
+            elif kind is Kind.HEARTBEAT:
+                pass  # its arrival is what counts (Link.last_heard)
             elif kind is Kind.ERROR:
                 message = frame.payload.decode("utf-8", "replace")
                 self._fail(ClusterError(f"process {conn.process} failed: {message}"))
@@ -159,8 +213,11 @@ class Cluster(LinkHandler):
     def _fail(self, error: BaseException) -> None:
         if self.error is None:
             self.error = error
-            if self.on_failure is not None:
-                self.on_failure(error)
+            if self._on_failure is not None:
+                self._on_failure(error)
+            waiter = self._all_connected
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(error)
         if self._bye_waiter is not None and not self._bye_waiter.done():
             self._bye_waiter.set_exception(error)
 
@@ -200,7 +257,7 @@ class Cluster(LinkHandler):
         with unread data would reset the connection, and a peer could lose the message."""
         message = str(error).encode("utf-8", "replace")[:65536]
         self._closing = True
-        links = list(self.connections.values())
+        links = [conn for peer, conn in self.connections.items() if peer not in self._silent]
         for conn in links:
             conn.send(encode_frame(Kind.ERROR, message))
             conn.finish_sending()
@@ -211,6 +268,8 @@ class Cluster(LinkHandler):
 
     async def close(self) -> None:
         self._closing = True
+        if self._ticker is not None:
+            self._ticker.cancel()
         links = list(self.connections.values())
         for conn in links:
             if conn.transport is not None:

@@ -37,6 +37,7 @@ class Kind(IntEnum):
     EVENTS = 7       # captured stream events (capture / replay over TCP)
     BYE = 8          # this process completed its work
     ERROR = 9        # this process failed: payload is the message
+    HEARTBEAT = 10   # this process is alive (sent every second, whatever else is sent)
 
 
 class Frame(NamedTuple):

@@ -26,7 +26,7 @@ from .framing import Frame, Kind, encode_frame
 
 __all__ = ["PROTOCOL_VERSION", "HandshakeError", "Dialer", "Acceptor", "shared_secret"]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 _IDS = struct.Struct(">III")
 
 

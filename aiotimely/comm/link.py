@@ -68,6 +68,10 @@ class Link(asyncio.Protocol):
         self.writable.set_result(None)
         self.closed: asyncio.Future[None] = loop.create_future()
         """Done when the connection has closed."""
+        self.last_heard = loop.time()
+        """When bytes last arrived from the peer (loop time)."""
+        self.reading = True
+        """False while reading from the peer is paused (then silence is ours, not the peer's)."""
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -93,6 +97,7 @@ class Link(asyncio.Protocol):
             transport.write(self.shake.start())  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
+        self.last_heard = asyncio.get_running_loop().time()
         decoder = self.decoder
         decoder.append(data)
         received = self.handler.frame_received
@@ -202,11 +207,13 @@ class Link(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.pause_reading()
+            self.reading = False
 
     def resume_reading(self) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.resume_reading()
+            self.reading = True
 
 
 async def connect(factory: Callable[[], Link], address: tuple[str, int], *, deadline: float | None = None,

@@ -64,7 +64,9 @@ class Scheduler:
         self._task: asyncio.Task[None] | None = None
         self._thread_id = threading.get_ident()
         self._step_waiters: list[asyncio.Future[None]] = []
+        self._round_waiters: list[asyncio.Future[None]] = []
         self._done_waiters: list[asyncio.Future[None]] = []
+        self._stepping = 0
         self._waiters: set[asyncio.Future[None]] = set()
         self._build_end: list[Callable[[], None]] = []
         self._built = False
@@ -179,10 +181,11 @@ class Scheduler:
             computation.fail(self._named_errors.get(id(first), first))
         finally:
             error = computation.error or RuntimeError(f"worker {self.index} stopped")
-            for fut in self._step_waiters + self._done_waiters + list(self._waiters):
+            for fut in self._step_waiters + self._round_waiters + self._done_waiters + list(self._waiters):
                 if not fut.done():
                     fut.set_exception(error)
             self._step_waiters.clear()
+            self._round_waiters.clear()
             self._done_waiters.clear()
 
     async def _run(self) -> None:
@@ -197,7 +200,7 @@ class Scheduler:
                 self._release(self._step_waiters)
                 if not self._dataflows:
                     self._release(self._done_waiters)
-                if self._done_waiters:
+                if self._waited_on():
                     computation.check_stuck()
                     if computation.error is not None:
                         break
@@ -209,6 +212,7 @@ class Scheduler:
                 continue
             self._round()
             self._release(self._step_waiters)
+            self._release(self._round_waiters)
             if pressure.congested():  # the network is behind: let it drain before producing more
                 await pressure.wait_writable()
             pressure.after_round()
@@ -236,9 +240,14 @@ class Scheduler:
             return False
         if not self._dataflows:
             return self._built  # a worker still building may yet feed the others
-        if not self._done_waiters:
-            return False
+        if not self._waited_on():
+            return False  # nobody waits for this worker: its user may still act
         return not any(dataflow.may_be_woken() for dataflow in self._dataflows.values())
+
+    def _waited_on(self) -> bool:
+        """True while someone waits for this worker to make progress: ``step_until_done``, ``step_while``, or a
+        probe's ``wait_beyond`` / ``wait_done``."""
+        return bool(self._done_waiters or self._stepping or self._waiters)
 
     def blockers(self) -> list[str]:
         """What keeps this worker's dataflows from completing, in words."""
@@ -254,9 +263,25 @@ class Scheduler:
         await fut
 
     async def step_while(self, predicate: Callable[[], bool]) -> None:
-        """Step while ``predicate()`` is true."""
-        while predicate():
-            await self.step()
+        """Step while ``predicate()`` is true; if the computation can never make it false (nothing can run and
+        nothing outside can wake it), fail saying what holds it back, as ``step_until_done`` does."""
+        self._stepping += 1
+        try:
+            while predicate():
+                if self.activations:
+                    await self.step()
+                else:  # nothing to run: wait for something to activate the worker, instead of spinning
+                    await self._next_round()
+        finally:
+            self._stepping -= 1
+
+    async def _next_round(self) -> None:
+        self.check_running()
+        assert self._loop is not None
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._round_waiters.append(fut)
+        self.wake_up()  # (the scheduler checks, while idle, whether anything could ever wake it)
+        await fut
 
     async def step_until_done(self) -> None:
         """Run until every dataflow of this worker is complete."""

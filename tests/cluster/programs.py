@@ -174,3 +174,34 @@ async def big_batch(worker):
     await worker.step_until_done()
     if worker.index == 1:
         say(f"received {len(received)} records of {set(received)} characters")
+
+
+async def busy(worker):
+    """Both processes busy for ~6 s: many short CPU-heavy activations, records both ways, and one 1 s stall of
+    process 1's loop. With a 2 s peer timeout, nobody may be taken for dead."""
+    inp = at.InputHandle()
+
+    def work(x):
+        deadline = time.perf_counter() + 0.002
+        while time.perf_counter() < deadline:
+            pass
+        return x
+
+    stalled = []
+
+    def stall_once(x):
+        if worker.index == 1 and not stalled and x > 1000:
+            stalled.append(x)
+            time.sleep(1.0)
+        return x
+
+    probe = worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: x).map(work).map(stall_once)
+                            .exchange(lambda x: x + 1).probe())
+    start = time.monotonic()
+    t = 0
+    while time.monotonic() - start < 6:
+        inp.send_batch(range(t * 10, t * 10 + 10))
+        t += 1
+        inp.advance_to(t)
+        await probe.wait_beyond(t - 1)
+    say(f"done {worker.index} after {t} rounds")

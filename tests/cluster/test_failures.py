@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,8 +26,9 @@ def test_every_process_reports_the_failing_operator_not_a_reset_connection(tmp_p
             assert cause in err.splitlines()[-1], f"attempt {attempt}, process {index}:\n{err[-3000:]}"
 
 
-def _impostor(port: int, secret: bytes, frame: bytes) -> None:
-    """Process 1 of 2, authenticated with the real secret, that sends ``frame`` and then waits to be closed."""
+def _impostor(port: int, secret: bytes, frame: bytes | None) -> None:
+    """Process 1 of 2, authenticated with the real secret, that sends ``frame`` and then waits to be closed
+    (or, without a frame, leaves at once)."""
     from aiotimely.comm.framing import FrameDecoder
     from aiotimely.comm.handshake import Dialer
 
@@ -40,6 +42,8 @@ def _impostor(port: int, secret: bytes, frame: bytes) -> None:
                 reply = dialer.receive(answer)
                 if reply:
                     sock.sendall(reply)
+                    if frame is None:           # AUTH, then FIN at once: gone before it is welcomed
+                        return
         sock.sendall(frame)
         try:
             while sock.recv(65536):
@@ -76,3 +80,54 @@ def test_a_malformed_progress_frame_from_an_authenticated_peer_is_refused_naming
     assert real.returncode != 0
     assert "process 1 sent a bad PROGRESS frame" in err.splitlines()[-1], err
     assert "Fatal error" not in err and "Traceback" in err
+
+
+def test_a_stopped_peer_is_named_within_the_peer_timeout(tmp_path):
+    cluster = Cluster(f"{PROGRAMS}:slow_ticks", 2, 1, env={"TICKS": "3000", "AIOTIMELY_PEER_TIMEOUT": "2"},
+                      tmp_path=tmp_path)
+    assert cluster.procs[0].stdout.readline().startswith("started")
+    victim = cluster.procs[1]
+    victim.send_signal(signal.SIGSTOP)                 # alive, but silent: as a hung host or a cut network
+    stopped_at = time.monotonic()
+    try:
+        _, err = cluster.procs[0].communicate(timeout=20)
+        detected_after = time.monotonic() - stopped_at
+    finally:
+        victim.kill()
+        victim.communicate()
+    assert cluster.procs[0].returncode != 0
+    last = err.strip().splitlines()[-1]
+    assert "process 1" in last and "has sent nothing for 2 s" in last, err[-2000:]
+    assert detected_after < 2 + 3                        # the timeout, one beat, and start-up slack
+
+
+def test_a_busy_peer_under_load_is_not_taken_for_dead(tmp_path):
+    results = Cluster(f"{PROGRAMS}:busy", 2, 1, env={"AIOTIMELY_PEER_TIMEOUT": "2"}, tmp_path=tmp_path).wait(60)
+    for code, out, err in results:
+        assert code == 0, err[-2000:]
+        assert "done" in out
+
+
+def test_a_peer_that_leaves_right_after_its_handshake_ends_the_computation(tmp_path):
+    ports = free_ports(2)
+    hostfile = tmp_path / "hosts2.txt"
+    hostfile.write_text(f"127.0.0.1:{ports[0]}\n127.0.0.1:{ports[1]}\n")
+    real = subprocess.Popen(
+        [sys.executable, "-m", "aiotimely", "worker", f"{PROGRAMS}:slow_ticks", "-w", "1", "-n", "2", "-p", "0",
+         "--hostfile", str(hostfile)], cwd=ROOT, env={**os.environ, "AIOTIMELY_SECRET": "s3cret"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                _impostor(ports[0], b"s3cret", None)          # AUTH, then FIN
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        _, err = real.communicate(timeout=20)
+    finally:
+        real.kill()
+    assert real.returncode != 0
+    assert "process 1" in err.strip().splitlines()[-1], err[-2000:]
