@@ -1,55 +1,57 @@
-"""Back-pressure: when producers wait and when reading from the network pauses, as one policy.
+"""Back-pressure: every queue between workers has a bound, and a producer that meets it waits.
 
-* Sending: while a link's write buffer is over its high-water mark the fabric is
-  congested; the workers finish their round and wait until it drains
-  (:meth:`BackPressure.wait_writable`), so a fast producer cannot outrun the network.
-* Receiving: reading from a link pauses while a mailbox it fed holds more than
-  ``mailbox_high`` batches (until half of that), and reading from every link pauses
-  while an operator that awaits I/O has more than ``backlog_high`` batches waiting
-  at an input (until ``backlog_low``). The sender's buffer then fills, and it waits.
+* In a process: a mailbox holds at most ``mailbox_high`` batches before it is
+  *full*. An operator whose output reaches a full mailbox is not run (a source is
+  not pulled) until the consumer has taken the mailbox down to half; it is woken
+  then. So a slow consumer holds back what feeds it, stage by stage up to the
+  sources, and memory stays bounded whatever the consumer's speed.
+* Between processes: credits. A worker may send ``window`` batches on a channel to
+  a worker of another process before that worker's process returns credit for
+  them, which it does as its consumer takes them. Without credit the remote
+  endpoint is full, as above. Reading from the network never pauses, so progress
+  (and heartbeats, and errors) are never held behind data.
+* Under both: while a link's write buffer is over its high-water mark the fabric
+  is congested, and the workers finish their round and wait until it drains.
+
+A producer runs a whole activation once it runs, so a bound may be passed by one
+activation's output: a mailbox holds at most ``mailbox_high`` batches plus what one
+activation of each producer sends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from .link import Link
-    from .local import Mailbox
 
-__all__ = ["BackPressure", "Backlogged"]
+__all__ = ["BackPressure", "MAILBOX_HIGH", "CREDIT_WINDOW"]
 
-
-class Backlogged(Protocol):
-    """A consumer that may fall behind: how many batches wait at its fullest input."""
-
-    def backlog(self) -> int:
-        ...
+MAILBOX_HIGH = 64
+"""Batches a mailbox holds before its producers wait."""
+CREDIT_WINDOW = 64
+"""Batches a worker sends on a channel to a worker of another process before it waits for credit."""
 
 
 class BackPressure:
-    """The policy of one fabric; ``links()`` gives its live links to other processes (none in one process)."""
+    """The policy of one fabric; ``links()`` gives its live links to other processes (none in one process),
+    ``after_round`` what the fabric does after each round of a worker (return credit)."""
 
     def __init__(
         self,
         links: Callable[[], Iterable[Link]] = tuple,
         *,
         failed: Callable[[], bool] = lambda: False,
-        mailbox_high: int = 256,
-        backlog_high: int = 256,
-        backlog_low: int = 64,
+        after_round: Callable[[], None] = lambda: None,
+        mailbox_high: int = MAILBOX_HIGH,
+        window: int = CREDIT_WINDOW,
     ) -> None:
         self._links = links
         self._failed = failed
+        self.after_round = after_round
         self.mailbox_high = mailbox_high
-        self.backlog_high = backlog_high
-        self.backlog_low = backlog_low
-        self._full: list[tuple[Mailbox, Link]] = []
-        self._backlog: set[Backlogged] = set()
-        self._paused = False
-
-    # -- sending ----------------------------------------------------------------------
+        self.window = window
 
     def congested(self) -> bool:
         """True while some link's write buffer is full: producers should pause."""
@@ -62,47 +64,3 @@ class BackPressure:
             if not waiting:
                 return
             await asyncio.wait(waiting)
-
-    # -- receiving --------------------------------------------------------------------
-
-    def delivered(self, mailbox: Mailbox, link: Link) -> None:
-        """``link`` pushed into ``mailbox``: stop reading from it while the mailbox is too full."""
-        if len(mailbox) > self.mailbox_high:
-            link.pause_reading()
-            self._full.append((mailbox, link))
-
-    def parked(self, consumer: Backlogged) -> None:
-        """``consumer`` awaits I/O: if it has a long queue, stop reading from the network meanwhile."""
-        if consumer.backlog() > self.backlog_high:
-            self._backlog.add(consumer)
-
-    def after_round(self) -> None:
-        """After a round: pause or resume reading as the queues now stand."""
-        if self._backlog:
-            self._backlog = {c for c in self._backlog if c.backlog() > self.backlog_low}
-        if self._backlog:
-            self._pause_all()
-        else:
-            self._resume()
-
-    def _pause_all(self) -> None:
-        if not self._paused:
-            self._paused = True
-            for link in self._links():
-                link.pause_reading()
-
-    def _resume(self) -> None:
-        if self._full:
-            still = []
-            for box, link in self._full:
-                if len(box) > self.mailbox_high // 2:
-                    still.append((box, link))
-                elif not self._paused:
-                    link.resume_reading()
-            self._full = still
-        if self._paused:
-            self._paused = False
-            blocked = {id(link) for _, link in self._full}
-            for link in self._links():
-                if id(link) not in blocked:
-                    link.resume_reading()

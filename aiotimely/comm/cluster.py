@@ -19,7 +19,7 @@ nothing for ``peer_timeout`` seconds: every process sends a HEARTBEAT frame each
 second, so silence means the peer is stopped, hung or cut off (a peer whose
 event loop is blocked that long by one operator looks the same: keep blocking
 work off the loop, or raise the timeout). Silence while this process itself was
-blocked, or had stopped reading from the peer, does not count. A connection
+blocked does not count. A connection
 that fails the handshake is logged and closed; the cluster goes on.
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from typing import Any, Callable
 
 from ..errors import ClusterError
@@ -36,7 +37,7 @@ from .fabric import Channel, ChannelCodec, Endpoint
 from .framing import ALL, HEADER, MAX_FRAME, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
-from .local import LocalFabric
+from .local import LocalFabric, Mailbox
 
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
@@ -164,7 +165,7 @@ class Cluster(LinkHandler):
         self._last_tick = now
         for peer, conn in list(self.connections.items()):
             conn.send(HEARTBEAT_FRAME)
-            if blocked or not conn.reading:
+            if blocked:
                 conn.last_heard = now
             elif now - conn.last_heard > self.peer_timeout:
                 self._silent.add(peer)  # nobody to wait for when we close
@@ -187,6 +188,8 @@ class Cluster(LinkHandler):
             elif kind is Kind.BYE:
                 self._byes.add(conn.process)
                 self._check_byes()
+            elif kind is Kind.CREDIT:
+                self.fabric.credit(frame.payload)
             elif kind is Kind.HEARTBEAT:
                 pass  # its arrival is what counts (Link.last_heard)
             elif kind is Kind.ERROR:
@@ -261,7 +264,6 @@ class Cluster(LinkHandler):
         for conn in links:
             conn.send(encode_frame(Kind.ERROR, message))
             conn.finish_sending()
-            conn.resume_reading()
         waiting = [conn.closed for conn in links if not conn.closed.done()]
         if waiting:
             await asyncio.wait(waiting, timeout=grace)
@@ -282,24 +284,66 @@ class Cluster(LinkHandler):
 
 
 class _RemoteMailbox:
-    """A worker's mailbox in another process: pushing encodes the item and sends it there as a frame."""
+    """A worker's mailbox in another process: pushing encodes the item and sends it there as a frame.
 
-    __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process")
+    Each batch sent spends a credit; the receiving process returns credit as its consumer takes the batches.
+    Out of credit, the endpoint is full: producers wait until credit comes back.
+    """
 
-    def __init__(self, cluster: Cluster, codec: ChannelCodec, channel: tuple[int, int], target: int,
-                 source: int) -> None:
+    __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process", "credits", "_waiters")
+
+    def __init__(self, cluster: Cluster, codec: ChannelCodec, channel: Channel, target: int, source: int,
+                 credits: int) -> None:
         self._cluster = cluster
         self._codec = codec
         self._channel = channel
         self._target = target
         self._source = source
         self._process = cluster.process_of(target)
+        self.credits = credits
+        self._waiters: set[Callable[[], None]] = set()
 
     def push(self, item: Any) -> None:
         cluster, (dataflow, channel) = self._cluster, self._channel
         for payload in self._codec.encode(item, MAX_PAYLOAD):
+            self.credits -= 1
             cluster.send(self._process, encode_frame(Kind.DATA, payload, source=self._source, target=self._target,
                                                      dataflow=dataflow, channel=channel))
+
+    def full(self) -> bool:
+        return self.credits <= 0
+
+    def wait(self, wake: Callable[[], None]) -> None:
+        self._waiters.add(wake)
+
+    def grant(self, credits: int) -> None:
+        """The receiver took ``credits`` batches: they may be sent again; wake the producers waiting."""
+        self.credits += credits
+        if self.credits > 0 and self._waiters:
+            waiters, self._waiters = self._waiters, set()
+            for wake in waiters:
+                wake()
+
+
+class _CountedMailbox(Mailbox):
+    """A mailbox of this process that other processes also feed: it numbers what is pushed and remembers
+    which items came from which remote worker, so that credit goes back to each sender as the consumer
+    takes its items (it has taken ``pushed - len(queue)`` items, oldest first)."""
+
+    __slots__ = ("pushed", "remote")
+
+    def __init__(self, high: int | None) -> None:
+        super().__init__(high)
+        self.pushed = 0
+        self.remote: deque[tuple[int, int]] = deque()   # (number, sending worker) of remote items not yet credited
+
+    def push(self, item: Any) -> None:
+        self.pushed += 1
+        super().push(item)
+
+    def push_from(self, sender: int, item: Any) -> None:
+        self.remote.append((self.pushed, sender))
+        self.push(item)
 
 
 class ClusterFabric(LocalFabric):
@@ -313,9 +357,15 @@ class ClusterFabric(LocalFabric):
         self.cluster = cluster
         self.first = cluster.index * cluster.workers
         self.local = range(self.first, self.first + cluster.workers)
-        self.pressure = BackPressure(lambda: cluster.connections.values(), failed=lambda: cluster.error is not None)
+        self.pressure = BackPressure(lambda: cluster.connections.values(), failed=lambda: cluster.error is not None,
+                                     after_round=self._return_credit)
         self._codecs: dict[Channel, ChannelCodec] = {}
         self._waiting: dict[Channel, list[tuple[Link, Frame]]] = {}
+        self._remote: dict[tuple[Channel, int, int], _RemoteMailbox] = {}
+        self._owing: dict[tuple[Channel, int], _CountedMailbox] = {}
+
+    def _new_mailbox(self) -> Mailbox:
+        return _CountedMailbox(self.pressure.mailbox_high)
 
     def register(self, channel: Channel, codec: ChannelCodec) -> None:
         self._codecs[channel] = codec
@@ -333,9 +383,16 @@ class ClusterFabric(LocalFabric):
 
     def mailboxes(self, channel: Channel, source: int = 0xFFFFFFFF) -> list[Endpoint]:
         codec = self._codec(channel)
-        return [self.mailbox(channel, w) if w in self.local
-                else _RemoteMailbox(self.cluster, codec, channel, w, source)
+        return [self.mailbox(channel, w) if w in self.local else self._remote_box(channel, codec, w, source)
                 for w in range(self.peers)]
+
+    def _remote_box(self, channel: Channel, codec: ChannelCodec, target: int, source: int) -> _RemoteMailbox:
+        key = (channel, target, source)
+        box = self._remote.get(key)
+        if box is None:
+            box = self._remote[key] = _RemoteMailbox(self.cluster, codec, channel, target, source,
+                                                     self.pressure.window)
+        return box
 
     def broadcast(self, channel: Channel, item: Any, skip: int | None = None) -> None:
         for w in self.local:
@@ -367,8 +424,49 @@ class ClusterFabric(LocalFabric):
             for w in self.local:
                 self.mailbox(channel, w).push(item)
             return
-        if frame.target not in self.local:
-            raise ClusterError(f"a data frame for worker {frame.target}, which is not in this process")
-        box = self.mailbox(channel, frame.target)
-        box.push(item)
-        self.pressure.delivered(box, conn)
+        target = frame.target
+        if target not in self.local:
+            raise ClusterError(f"a data frame for worker {target}, which is not in this process")
+        if self.cluster.process_of(frame.source) != conn.process:
+            raise ClusterError(f"a data frame from worker {frame.source}, which is not in process {conn.process}")
+        box = self.mailbox(channel, target)
+        assert isinstance(box, _CountedMailbox)
+        box.push_from(frame.source, item)
+        self._owing[(channel, target)] = box
+
+    # -- credit -----------------------------------------------------------------
+
+    def _return_credit(self) -> None:
+        """After a round: give each sender back the credit for what our consumers took of its batches."""
+        if not self._owing:
+            return
+        grants: dict[int, list[int]] = {}
+        settled = []
+        for (channel, target), box in self._owing.items():
+            remote = box.remote
+            taken = box.pushed - len(box.queue)
+            per_sender: dict[int, int] = {}
+            while remote and remote[0][0] < taken:
+                sender = remote.popleft()[1]
+                per_sender[sender] = per_sender.get(sender, 0) + 1
+            for sender, n in per_sender.items():
+                grants.setdefault(self.cluster.process_of(sender), []).extend((*channel, sender, target, n))
+            if not remote:
+                settled.append((channel, target))
+        for key in settled:
+            del self._owing[key]
+        codec = self.cluster.codec
+        for process, flat in grants.items():
+            self.cluster.send(process, encode_frame(Kind.CREDIT, codec.pack(flat)))
+
+    def credit(self, payload: bytes) -> None:
+        """A CREDIT frame: batches we sent were taken."""
+        flat = self.cluster.codec.unpack(payload)
+        if type(flat) is not tuple or len(flat) % 5:
+            raise ClusterError("a credit frame must hold (dataflow, channel, source, target, count) quintuples")
+        for i in range(0, len(flat), 5):
+            dataflow, number, source, target, n = flat[i:i + 5]
+            box = self._remote.get(((dataflow, number), target, source))
+            if box is None or type(n) is not int or n <= 0:
+                raise ClusterError(f"credit for a channel this process never sent on: {flat[i:i + 5]!r}")
+            box.grant(n)

@@ -10,7 +10,7 @@ TCP links to the others.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
     from .backpressure import BackPressure
@@ -36,9 +36,20 @@ class ChannelCodec(Protocol):
 
 
 class Endpoint(Protocol):
-    """Where a sender pushes items for one worker: that worker's mailbox, or a link to its process."""
+    """Where a sender pushes items for one worker: that worker's mailbox, or a link to its process.
+
+    A full endpoint still takes what is pushed; a producer that finds it full waits to be woken.
+    """
 
     def push(self, item: Any) -> None:
+        ...
+
+    def full(self) -> bool:
+        """True while producers should wait (see :mod:`.backpressure`)."""
+        ...
+
+    def wait(self, wake: Callable[[], None]) -> None:
+        """Call ``wake()`` once the endpoint has room again."""
         ...
 
 

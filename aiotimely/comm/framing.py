@@ -38,6 +38,7 @@ class Kind(IntEnum):
     BYE = 8          # this process completed its work
     ERROR = 9        # this process failed: payload is the message
     HEARTBEAT = 10   # this process is alive (sent every second, whatever else is sent)
+    CREDIT = 11      # batches taken: (dataflow, channel, source, target, count) quintuples
 
 
 class Frame(NamedTuple):

@@ -70,8 +70,6 @@ class Link(asyncio.Protocol):
         """Done when the connection has closed."""
         self.last_heard = loop.time()
         """When bytes last arrived from the peer (loop time)."""
-        self.reading = True
-        """False while reading from the peer is paused (then silence is ours, not the peer's)."""
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -202,18 +200,6 @@ class Link(asyncio.Protocol):
         if transport is not None and not transport.is_closing() and transport.can_write_eof():
             transport.write_eof()
 
-    def pause_reading(self) -> None:
-        """Read nothing more from the peer for now (its sends then back up)."""
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.pause_reading()
-            self.reading = False
-
-    def resume_reading(self) -> None:
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.resume_reading()
-            self.reading = True
 
 
 async def connect(factory: Callable[[], Link], address: tuple[str, int], *, deadline: float | None = None,

@@ -19,13 +19,20 @@ __all__ = ["Mailbox", "LocalFabric"]
 
 
 class Mailbox:
-    """A FIFO queue of items for one receiver, and the callback that wakes it."""
+    """A FIFO queue of items for one receiver, and the callback that wakes it.
 
-    __slots__ = ("queue", "_listener")
+    With a bound (``high``), the mailbox is :meth:`full` at ``high`` items: producers
+    that meet that :meth:`wait`, and the receiver wakes them (:meth:`room`) once it
+    has taken the queue down to half. Pushing itself never refuses an item.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("queue", "_listener", "high", "_waiters")
+
+    def __init__(self, high: int | None = None) -> None:
         self.queue: deque[Any] = deque()
         self._listener: Callable[[], None] | None = None
+        self.high = high
+        self._waiters: set[Callable[[], None]] | None = None
 
     def push(self, item: Any) -> None:
         self.queue.append(item)
@@ -38,6 +45,24 @@ class Mailbox:
         self._listener = listener
         if self.queue:
             listener()
+
+    def full(self) -> bool:
+        """True when the mailbox holds its bound: producers should wait."""
+        return self.high is not None and len(self.queue) >= self.high
+
+    def wait(self, wake: Callable[[], None]) -> None:
+        """Call ``wake()`` once there is room again (the producer's activation)."""
+        if self._waiters is None:
+            self._waiters = set()
+        self._waiters.add(wake)
+
+    def room(self) -> None:
+        """The receiver took items: wake the producers waiting, if the queue is down to half its bound."""
+        waiters = self._waiters
+        if waiters and (self.high is None or len(self.queue) <= self.high // 2):
+            self._waiters = None
+            for wake in waiters:
+                wake()
 
     def drain(self) -> Iterator[Any]:
         """Take every item waiting, oldest first."""
@@ -62,6 +87,9 @@ class LocalFabric:
         self.pressure = BackPressure()
         self._boxes: dict[tuple[Channel, int], Mailbox] = {}
 
+    def _new_mailbox(self) -> Mailbox:
+        return Mailbox(self.pressure.mailbox_high)
+
     def register(self, channel: Channel, codec: ChannelCodec) -> None:
         """Nothing to do: items stay in this process."""
 
@@ -70,7 +98,7 @@ class LocalFabric:
         key = (channel, worker)
         box = self._boxes.get(key)
         if box is None:
-            box = self._boxes[key] = Mailbox()
+            box = self._boxes[key] = self._new_mailbox()
         return box
 
     def mailboxes(self, channel: Channel, source: int = 0) -> list[Endpoint]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..comm.codec import CodecError, RecordCodec, register_extension
+from ..comm.fabric import Endpoint
 from ..comm.local import Mailbox
 from ..comm.routing import route
 from ..errors import ProgressError
@@ -87,6 +88,19 @@ class ProgressCodec:
         return batch
 
 
+def endpoints(pushers: list[Pusher]) -> list[Endpoint]:
+    """Every mailbox (here or in another process) that ``pushers`` feed, through scope boundaries too:
+    where a producer's batches end up, and so what may make it wait."""
+    found: list[Endpoint] = []
+    for pusher in pushers:
+        reach = getattr(pusher, "endpoints", None)
+        if reach is not None:
+            found.extend(reach())
+        else:  # a scope's enter or leave port: a pusher with pushers of its own
+            found.extend(endpoints(getattr(pusher, "pushers", [])))
+    return found
+
+
 def push_to_all(pushers: list[Pusher], time: Any, batch: list[Any]) -> None:
     """Hand ``batch`` to every pusher: a copy to all but the last, so each consumer may keep or change its own."""
     if len(pushers) == 1:
@@ -107,6 +121,9 @@ class MailboxPusher:
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         self._box.push((time, batch))
+
+    def endpoints(self) -> list[Endpoint]:
+        return [self._box]
 
 
 Blame = Callable[[Exception, str, Any], BaseException]
@@ -143,6 +160,9 @@ class ExchangePusher:
             if part:
                 box.push((time, part))
 
+    def endpoints(self) -> list[Endpoint]:
+        return list(self._boxes)
+
 
 class BroadcastPusher:
     """Sends every batch to every worker's mailbox."""
@@ -157,6 +177,9 @@ class BroadcastPusher:
         for i, box in enumerate(self._boxes):
             box.push((time, batch if i == last else list(batch)))
 
+    def endpoints(self) -> list[Endpoint]:
+        return list(self._boxes)
+
 
 def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
                  blame: Blame | None = None) -> tuple[Pusher, Mailbox]:
@@ -168,7 +191,7 @@ def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = N
     worker = scope.worker
     channel = scope.dataflow.allocate_channel()
     if (exchange is None and not broadcast) or worker.peers == 1:
-        mailbox = Mailbox()
+        mailbox = Mailbox(worker.fabric.pressure.mailbox_high)
         return MailboxPusher(mailbox), mailbox
     fabric = worker.fabric
     fabric.register(channel, DataCodec(scope.ttype, fabric.codec))

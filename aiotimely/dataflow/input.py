@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
 
 from ..errors import CapabilityError, GraphError
@@ -18,7 +20,10 @@ if TYPE_CHECKING:
     from ..worker import WorkerHandle
     from .scope import Scope
 
-__all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source"]
+__all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source", "BUFFERED"]
+
+BUFFERED = 4 * BATCH_SIZE
+"""Records an :class:`InputHandle` holds for the dataflow before ``asend`` waits."""
 
 
 class InputHandle:
@@ -30,6 +35,11 @@ class InputHandle:
     all. Each worker has its own handles; a time is complete once every worker's
     handle has moved past it. Handles still open when a worker's build ends are
     closed then.
+
+    ``send`` never waits: records wait in the handle while the dataflow is behind.
+    An application that produces faster than the dataflow consumes uses
+    ``await asend(x)`` / ``await asend_batch(xs)``, which wait while more than
+    :data:`BUFFERED` records wait in the handle.
     """
 
     def __init__(self) -> None:
@@ -38,7 +48,10 @@ class InputHandle:
         self._port: OutputPort | None = None
         self._activator: Activator | None = None
         self._buffer: list[Any] = []
-        self._ready: list[tuple[Any, list[Any]]] = []
+        self._ready: deque[tuple[Any, list[Any]]] = deque()
+        self._hold: Capability | None = None   # at the first ready batch's time, while batches wait
+        self._buffered = 0
+        self._room: list[asyncio.Future[None]] = []
         self._closed = False
 
     def to_stream(self, scope: Scope[S]) -> S:
@@ -78,10 +91,11 @@ class InputHandle:
         self._activator.activate()
 
     def send(self, record: Any) -> None:
-        """Introduce one record at the current time."""
+        """Introduce one record at the current time (it waits in the handle while the dataflow is behind)."""
         self._check_open("send")
         buffer = self._buffer
         buffer.append(record)
+        self._buffered += 1
         if len(buffer) == 1:
             self._wake()
         elif len(buffer) >= BATCH_SIZE:
@@ -90,10 +104,31 @@ class InputHandle:
     def send_batch(self, records: Iterable[Any]) -> None:
         """Introduce many records at the current time."""
         self._check_open("send")
-        self._buffer.extend(records)
-        if len(self._buffer) >= BATCH_SIZE:
+        buffer = self._buffer
+        before = len(buffer)
+        buffer.extend(records)
+        self._buffered += len(buffer) - before
+        if len(buffer) >= BATCH_SIZE:
             self._seal()
         self._wake()
+
+    async def asend(self, record: Any) -> None:
+        """:meth:`send`, then wait while more than :data:`BUFFERED` records wait in the handle."""
+        self.send(record)
+        await self.wait_room()
+
+    async def asend_batch(self, records: Iterable[Any]) -> None:
+        """:meth:`send_batch`, then wait while more than :data:`BUFFERED` records wait in the handle."""
+        self.send_batch(records)
+        await self.wait_room()
+
+    async def wait_room(self) -> None:
+        """Wait until at most :data:`BUFFERED` records wait in the handle for the dataflow to take them."""
+        while self._buffered > BUFFERED:
+            assert self._op is not None
+            fut = self._op.worker.waiter()
+            self._room.append(fut)
+            await fut
 
     def advance_to(self, time: Any) -> None:
         """Move the current time to ``time`` (not earlier than it is)."""
@@ -123,16 +158,35 @@ class InputHandle:
 
     def _seal(self) -> None:
         if self._buffer:
-            self._ready.append((self._capability().time, self._buffer))
+            cap = self._capability()
+            if self._hold is None:  # the batches waiting keep their time open, whatever the handle does next
+                self._hold = cap.delayed(cap.time)
+            self._ready.append((cap.time, self._buffer))
             self._buffer = []
 
     def _flush(self) -> None:
+        """Hand what waits to the dataflow, batch by batch, as long as there is room downstream."""
         self._seal()
-        if self._ready:
-            ready, self._ready = self._ready, []
-            assert self._port is not None
-            for time, batch in ready:
-                self._port.push(time, batch)
+        ready, port, op = self._ready, self._port, self._op
+        assert port is not None and op is not None
+        while ready:
+            time, batch = ready.popleft()
+            port.push(time, batch)
+            self._buffered -= len(batch)
+            hold = self._hold
+            assert hold is not None
+            if not ready:
+                hold.drop()
+                self._hold = None
+            elif ready[0][0] != hold.time:
+                hold.downgrade(ready[0][0])
+            if ready and op.wait_for_room():
+                break  # the rest waits: the operator runs again when there is room
+        if self._room and self._buffered <= BUFFERED:
+            waiting, self._room = self._room, []
+            for fut in waiting:
+                if not fut.done():
+                    fut.set_result(None)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else (f"at {self._cap.time!r}" if self._cap else "unattached")
@@ -252,22 +306,24 @@ def to_stream(iterable: Iterable[Any], scope: Scope[S]) -> S:
     """
     builder = OperatorBuilder(scope, "ToStream")
     port, stream = builder.new_output()
+    op = builder.op
 
     def constructor(capabilities: list[Capability]) -> Logic:
         cap = capabilities[0]
+        records = iter(iterable)
 
-        def run() -> None:
+        def run() -> None:  # batch by batch, while there is room downstream (see InputHandle._flush)
             if cap.dropped:
                 return
-            batch: list[Any] = []
-            for record in iterable:
-                batch.append(record)
-                if len(batch) >= BATCH_SIZE:
+            while True:
+                batch = list(islice(records, BATCH_SIZE))
+                if batch:
                     port.push(cap.time, batch)
-                    batch = []
-            if batch:
-                port.push(cap.time, batch)
-            cap.drop()
+                if len(batch) < BATCH_SIZE:
+                    cap.drop()
+                    return
+                if op.wait_for_room():
+                    return
 
         return run
 

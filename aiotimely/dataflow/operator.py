@@ -22,15 +22,21 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError
 from ..progress import FrontierInterest, OperatorProgress
+from .channels import endpoints
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
 if TYPE_CHECKING:
+    from ..comm.fabric import Endpoint
     from ..worker import WorkerHandle
     from .scope import Scope
 
 __all__ = ["OperatorRuntime", "Logic"]
 
 log = logging.getLogger("aiotimely")
+
+
+def _nothing() -> None:
+    pass
 
 Logic = Callable[[], None] | Coroutine[Any, Any, None]
 """What runs at each activation: a function (called) or a coroutine (resumed)."""
@@ -41,8 +47,8 @@ class OperatorRuntime:
 
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
-        "current_time", "done", "externally_driven", "poked", "_held", "_coro", "_function", "_waiting",
-        "_dirty_ports", "__weakref__",
+        "current_time", "done", "externally_driven", "poked", "bounded", "_held", "_coro", "_function", "_waiting",
+        "_dirty_ports", "_outlets", "_activate", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -61,6 +67,11 @@ class OperatorRuntime:
         self.externally_driven = False
         self.poked = False
         """An activator was called and the logic has not yet come back to wait for an activation."""
+        self.bounded = True
+        """Whether the operator waits while a mailbox it feeds is full (a feedback loop's does not: a cycle of
+        full mailboxes would wait forever)."""
+        self._outlets: list[Endpoint] = []
+        self._activate: Callable[[], None] = _nothing
         self._held: dict[tuple[int, Any], int] = {}
         self._coro: Coroutine[Any, Any, None] | None = None
         self._function: Callable[[], None] | None = None
@@ -109,10 +120,22 @@ class OperatorRuntime:
 
     def start(self) -> None:
         """The dataflow is built: listen to the input mailboxes, and run once."""
-        activate = self.worker.activator(self.path)
+        activate = self._activate = self.worker.activator(self.path)
         for port in self.inputs:
             port._listen(activate)
+        if self.bounded:
+            self._outlets = [e for out in self.outputs for e in endpoints(out.pushers)]
         activate()
+
+    def wait_for_room(self) -> bool:
+        """If a mailbox this operator feeds is full, arrange to be activated once it has room, and return True:
+        the operator should stop sending for now (its producers' back-pressure; see
+        :mod:`aiotimely.comm.backpressure`)."""
+        for outlet in self._outlets:
+            if outlet.full():
+                outlet.wait(self._activate)
+                return True
+        return False
 
     # -- capabilities -------------------------------------------------------------------
 
@@ -181,8 +204,9 @@ class OperatorRuntime:
         """Run one activation; return whether the operator is still incomplete."""
         if self.done:
             self._discard_input()
+            self._make_room()
             return False
-        if self._waiting is not None:
+        if self._waiting is not None or (self._outlets and self.wait_for_room()):
             return True
         self._accept_frontiers()
         self.epoch += 1
@@ -203,7 +227,13 @@ class OperatorRuntime:
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
+        self._make_room()
         return not self.done
+
+    def _make_room(self) -> None:
+        """The operator took from its inputs: wake the producers that wait for room there."""
+        for port in self.inputs:
+            port._mailbox.room()
 
     def _resume(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -220,7 +250,6 @@ class OperatorRuntime:
             signal._asyncio_future_blocking = False
             self._waiting = signal
             signal.add_done_callback(self._future_done)
-            self.worker.fabric.pressure.parked(self)  # a long queue behind it pauses reading from the network
             return
         raise RuntimeError(f"operator logic awaited {signal!r}, which is not an asyncio awaitable")
 
@@ -239,10 +268,6 @@ class OperatorRuntime:
     def _discard_input(self) -> None:
         for port in self.inputs:
             port.discard()
-
-    def backlog(self) -> int:
-        """Batches waiting at the fullest input (0 once the operator has finished)."""
-        return 0 if self.done else max((port.pending() for port in self.inputs), default=0)
 
     def is_waiting(self) -> bool:
         """True while the logic awaits an asyncio future."""

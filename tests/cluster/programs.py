@@ -205,3 +205,43 @@ async def busy(worker):
         inp.advance_to(t)
         await probe.wait_beyond(t - 1)
     say(f"done {worker.index} after {t} rounds")
+
+
+async def clock_behind_slow_sink(worker):
+    """Process 0 floods a sink in process 1 that takes 20 ms per batch, while a clock dataflow's time moves
+    every 50 ms. Process 1 prints the longest it waited for the clock's frontier to move on."""
+    done = asyncio.Event()
+
+    async def flood(output, cap):
+        if worker.index == 0:
+            while not done.is_set():
+                output.session(cap).give_many(["z" * 100] * 1000)
+                await asyncio.sleep(0)
+        cap.drop()
+
+    def make(scope):
+        @at.source(scope, "Flood", flood).exchange(lambda r: 1).sink(name="Slow")
+        async def slow(input):
+            async for _ in input.activations():
+                for _time, _batch in input.drain():
+                    if not done.is_set():
+                        await asyncio.sleep(0.02)
+
+    clock = at.InputHandle()
+    probe = worker.dataflow(lambda s: clock.to_stream(s).exchange(lambda x: 1).probe(), name="clock")
+    worker.dataflow(make, name="flood")
+    ticks = 40
+    if worker.index == 0:
+        for t in range(1, ticks + 1):
+            await asyncio.sleep(0.05)
+            clock.advance_to(t)
+    else:
+        clock.close()
+        longest, last = 0.0, time.monotonic()
+        for t in range(1, ticks + 1):
+            await probe.wait_beyond(t - 1)
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+        say(f"longest wait {longest:.3f}")
+    done.set()
+    clock.close()

@@ -124,5 +124,6 @@ def connect_loop(stream: StreamCore, handle: LoopHandle) -> None:
             if later is not None:  # beyond the last representable time the loop drops records
                 out.push(later, batch)
 
+    builder.op.bounded = False  # every cycle has a feedback operator: it never waits, so a cycle cannot jam
     builder.build_function(run)
     handle.connected = True
