@@ -52,10 +52,9 @@ def _impostor(port: int, secret: bytes, frame: bytes | None) -> None:
             pass
 
 
-@pytest.mark.parametrize("payload", [b"\xc1 not msgpack", b"\x94\x91\x07\x01\x00\x90"])  # garbage; a wrong path
-def test_a_malformed_progress_frame_from_an_authenticated_peer_is_refused_naming_it(tmp_path, payload):
-    from aiotimely.comm.framing import ALL, Kind, encode_frame
-
+def with_impostor(tmp_path, frame: bytes | None) -> str:
+    """Run process 0 of 2 for real and play process 1 with the right secret (see ``_impostor``); return
+    process 0's stderr once it has ended (it must end: the test fails after 20 s)."""
     ports = free_ports(2)
     hostfile = tmp_path / "hosts2.txt"
     hostfile.write_text(f"127.0.0.1:{ports[0]}\n127.0.0.1:{ports[1]}\n")
@@ -64,13 +63,12 @@ def test_a_malformed_progress_frame_from_an_authenticated_peer_is_refused_naming
          "--hostfile", str(hostfile)], cwd=ROOT, env={**os.environ, "AIOTIMELY_SECRET": "s3cret", "TICKS": "300"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        frame = encode_frame(Kind.PROGRESS, payload, source=1, target=ALL, dataflow=0, channel=0)
         deadline = time.monotonic() + 10
         while True:
             try:
                 _impostor(ports[0], b"s3cret", frame)
                 break
-            except OSError:
+            except OSError:  # process 0 is not listening yet
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
@@ -78,6 +76,14 @@ def test_a_malformed_progress_frame_from_an_authenticated_peer_is_refused_naming
     finally:
         real.kill()
     assert real.returncode != 0
+    return err
+
+
+@pytest.mark.parametrize("payload", [b"\xc1 not msgpack", b"\x94\x91\x07\x01\x00\x90"])  # garbage; a wrong path
+def test_a_malformed_progress_frame_from_an_authenticated_peer_is_refused_naming_it(tmp_path, payload):
+    from aiotimely.comm.framing import ALL, Kind, encode_frame
+
+    err = with_impostor(tmp_path, encode_frame(Kind.PROGRESS, payload, source=1, target=ALL, dataflow=0, channel=0))
     assert "process 1 sent a bad PROGRESS frame" in err.splitlines()[-1], err
     assert "Fatal error" not in err and "Traceback" in err
 
@@ -109,25 +115,5 @@ def test_a_busy_peer_under_load_is_not_taken_for_dead(tmp_path):
 
 
 def test_a_peer_that_leaves_right_after_its_handshake_ends_the_computation(tmp_path):
-    ports = free_ports(2)
-    hostfile = tmp_path / "hosts2.txt"
-    hostfile.write_text(f"127.0.0.1:{ports[0]}\n127.0.0.1:{ports[1]}\n")
-    real = subprocess.Popen(
-        [sys.executable, "-m", "aiotimely", "worker", f"{PROGRAMS}:slow_ticks", "-w", "1", "-n", "2", "-p", "0",
-         "--hostfile", str(hostfile)], cwd=ROOT, env={**os.environ, "AIOTIMELY_SECRET": "s3cret"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                _impostor(ports[0], b"s3cret", None)          # AUTH, then FIN
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        _, err = real.communicate(timeout=20)
-    finally:
-        real.kill()
-    assert real.returncode != 0
+    err = with_impostor(tmp_path, None)                  # AUTH, then FIN
     assert "process 1" in err.strip().splitlines()[-1], err[-2000:]

@@ -21,27 +21,17 @@ def hoarding(worker, inp):
     return worker.dataflow(lambda s: inp.to_stream(s).unary(hoarder, name="Hoarder").probe(), name="leaky")
 
 
-def test_a_step_while_that_can_never_end_is_reported(run):
+@pytest.mark.parametrize("wait", ["step_while", "wait_beyond"])
+def test_a_wait_that_can_never_end_is_reported(run, wait):
     async def build(worker):
         inp = at.InputHandle()
         probe = hoarding(worker, inp)
         inp.send("x")
         inp.close()
-        await asyncio.wait_for(worker.step_while(lambda: probe.less_than(5)), 10)
+        waiting = worker.step_while(lambda: probe.less_than(5)) if wait == "step_while" else probe.wait_beyond(3)
+        await asyncio.wait_for(waiting, 10)
 
     with pytest.raises(at.DataflowError, match="cannot complete.*'Hoarder'.*still holds capabilities at time"):
-        run(build)
-
-
-def test_a_probe_wait_that_can_never_end_is_reported(run):
-    async def build(worker):
-        inp = at.InputHandle()
-        probe = hoarding(worker, inp)
-        inp.send("x")
-        inp.close()
-        await asyncio.wait_for(probe.wait_beyond(3), 10)
-
-    with pytest.raises(at.DataflowError, match="cannot complete.*'Hoarder'"):
         run(build)
 
 
