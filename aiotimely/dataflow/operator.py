@@ -34,12 +34,12 @@ __all__ = ["OperatorRuntime", "Logic"]
 
 log = logging.getLogger("aiotimely")
 
+Logic = Callable[[], None] | Coroutine[Any, Any, None]
+"""What runs at each activation: a function (called) or a coroutine (resumed)."""
+
 
 def _nothing() -> None:
     pass
-
-Logic = Callable[[], None] | Coroutine[Any, Any, None]
-"""What runs at each activation: a function (called) or a coroutine (resumed)."""
 
 
 class OperatorRuntime:
@@ -268,10 +268,6 @@ class OperatorRuntime:
     def _discard_input(self) -> None:
         for port in self.inputs:
             port.discard()
-
-    def is_waiting(self) -> bool:
-        """True while the logic awaits an asyncio future."""
-        return self._waiting is not None
 
     def may_be_woken(self) -> bool:
         """True while something outside the dataflow may still wake it: an awaited future or an activator."""
