@@ -78,7 +78,7 @@ class OperatorBuilder:
         inp = InputPort(op, port, mailbox)
         op.inputs.append(inp)
         self._connections.append(connection)
-        self._interest.append(FrontierInterest(interest))
+        self._interest.append(interest if type(interest) is FrontierInterest else FrontierInterest(interest))
         return inp
 
     def new_output(self) -> tuple[OutputPort, Any]:

@@ -161,7 +161,7 @@ class ExchangePusher:
                 box.push((time, part))
 
     def endpoints(self) -> list[Endpoint]:
-        return list(self._boxes)
+        return self._boxes
 
 
 class BroadcastPusher:
@@ -178,7 +178,7 @@ class BroadcastPusher:
             box.push((time, batch if i == last else list(batch)))
 
     def endpoints(self) -> list[Endpoint]:
-        return list(self._boxes)
+        return self._boxes
 
 
 def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,

@@ -48,7 +48,7 @@ class Activations:
 
     def activator(self, path: Path) -> Callable[[], None]:
         """A function that activates ``path``: cheaper than :meth:`activate` for one path used often."""
-        chain = tuple((self.children(path[:depth]), path[depth]) for depth in range(1, len(path)))
+        chain = tuple([(self.children(path[:depth]), path[depth]) for depth in range(1, len(path))])
         return _Activator(self._roots, path[0], chain, self._wake)
 
     def take_dataflows(self) -> list[int]:
