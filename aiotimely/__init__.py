@@ -27,6 +27,7 @@ from .errors import ClusterError as ClusterError
 from .errors import DataflowError as DataflowError
 from .errors import GraphError as GraphError
 from .errors import ProgressError as ProgressError
+from .errors import RecoveryError as RecoveryError
 from .progress import Antichain as Antichain
 from .progress import ChangeBatch as ChangeBatch
 from .progress import FrontierInterest as FrontierInterest
@@ -47,7 +48,7 @@ __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
-    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "Scope", "Stream", "Timestamp",
+    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream",
 ]

@@ -7,7 +7,8 @@
     ├── ProgressError       progress information that breaks the protocol (lost, repeated or reordered batch)
     ├── CapabilityError     an operator used a capability wrongly (wrong time, already dropped)
     ├── DataflowError       an operator failed; names the dataflow, operator, worker and time
-    └── ClusterError        a peer process failed, disconnected or could not be reached
+    ├── ClusterError        a peer process failed, disconnected or could not be reached
+    └── RecoveryError       saved state that cannot be resumed from: foreign, corrupt, or not movable
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "CapabilityError",
     "DataflowError",
     "ClusterError",
+    "RecoveryError",
 ]
 
 
@@ -78,3 +80,8 @@ class DataflowError(_Located):
 
 class ClusterError(AiotimelyError):
     """A peer process failed, closed its connection, or could not be reached."""
+
+
+class RecoveryError(AiotimelyError):
+    """A recovery directory cannot be resumed from: another program's, another dataflow shape's, a
+    corrupt file, or per-worker state that cannot move to a different number of workers."""

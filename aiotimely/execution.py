@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
 from .dataflow.scope import BuildContext, Dataflow, Scope
+from .dataflow.state import StateStore
 from .errors import ClusterError
 from .stream import Stream
 from .worker import Computation, Scheduler, WorkerStatistics
@@ -36,8 +37,10 @@ class Worker:
     worker, the running loop), or let :func:`aiotimely.execute` create several.
     """
 
-    def __init__(self, index: int = 0, peers: int = 1, *, computation: Computation | None = None) -> None:
+    def __init__(self, index: int = 0, peers: int = 1, *, computation: Computation | None = None,
+                 recovery: StateStore | None = None) -> None:
         self._scheduler = Scheduler(index, peers, computation or Computation(peers))
+        self._recovery = recovery
 
     @property
     def index(self) -> int:
@@ -64,7 +67,7 @@ class Worker:
         if name is None:
             named = getattr(fn, "__name__", "<lambda>")
             name = named if named.isidentifier() else f"dataflow-{index}"
-        dataflow = Dataflow(scheduler, index, name, timestamp, Stream)
+        dataflow = Dataflow(scheduler, index, name, timestamp, Stream, self._recovery)
         if fn is None:
             return BuildContext(dataflow.root, lambda: self._install(dataflow))
         result = fn(dataflow.root)
@@ -77,7 +80,11 @@ class Worker:
 
     def _install(self, dataflow: Dataflow[Stream]) -> None:
         root = dataflow.root
-        root._finish()
+        try:
+            root._finish()
+        except BaseException:
+            root.abandon()
+            raise
         self._scheduler.install(dataflow.index, root)
         root.start()
 
@@ -130,6 +137,7 @@ def execute(
     pickle: bool = False,
     connect_timeout: float | None = None,
     peer_timeout: float | None = None,
+    recovery: StateStore | None = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -148,11 +156,13 @@ def execute(
     classes other than the msgpack basics cross processes once registered with
     :func:`aiotimely.register_type`, or, if ``pickle=True``, pickled.
     ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
-    ``"asyncio"``.
+    ``"asyncio"``. With ``recovery`` (an :class:`aiotimely.recovery.Recovery`), the dataflows are
+    snapshotted and resume from their latest complete snapshot (the user guide's "Recovery").
     """
     result: list[Any] = run(execute_async(build, workers=workers, processes=processes, process=process,
                                           addresses=addresses, secret=secret, pickle=pickle,
-                                          connect_timeout=connect_timeout, peer_timeout=peer_timeout), loop)
+                                          connect_timeout=connect_timeout, peer_timeout=peer_timeout,
+                                          recovery=recovery), loop)
     return result
 
 
@@ -167,6 +177,7 @@ async def execute_async(
     pickle: bool = False,
     connect_timeout: float | None = None,
     peer_timeout: float | None = None,
+    recovery: StateStore | None = None,
 ) -> list[Any]:
     """:func:`execute` on the running event loop."""
     if workers < 1:
@@ -194,7 +205,8 @@ async def execute_async(
     else:
         computation = Computation(workers)
     first = process * workers
-    members = [Worker(first + i, processes * workers, computation=computation) for i in range(workers)]
+    members = [Worker(first + i, processes * workers, computation=computation, recovery=recovery)
+               for i in range(workers)]
     for worker in members:
         worker._scheduler.start()
 

@@ -91,6 +91,8 @@ class Capability:
             op._capability_changed(self._output, time, 1)
             op._capability_changed(self._output, self._time, -1)
             self._time = time
+            if op.participant is not None:
+                op.downgraded(time)
 
     def drop(self) -> None:
         """Give the capability up: the operator no longer holds back its time."""

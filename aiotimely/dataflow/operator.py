@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError
 from ..progress import FrontierInterest, OperatorProgress
@@ -29,8 +29,11 @@ if TYPE_CHECKING:
     from ..comm.fabric import Endpoint
     from ..worker import WorkerHandle
     from .scope import Scope
+    from .state import Participant
 
 __all__ = ["OperatorRuntime", "Logic"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("aiotimely")
 
@@ -47,8 +50,8 @@ class OperatorRuntime:
 
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
-        "current_time", "done", "externally_driven", "poked", "bounded", "_held", "_coro", "_function", "_waiting",
-        "_dirty_ports", "_outlets", "_activate", "__weakref__",
+        "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -70,6 +73,8 @@ class OperatorRuntime:
         self.bounded = True
         """Whether the operator waits while a mailbox it feeds is full (a feedback loop's does not: a cycle of
         full mailboxes would wait forever)."""
+        self.participant: Participant | None = None
+        """The operator's share in snapshots, once it keeps state (and the dataflow is recoverable)."""
         self._outlets: list[Endpoint] = []
         self._activate: Callable[[], None] = _nothing
         self._held: dict[tuple[int, Any], int] = {}
@@ -107,6 +112,45 @@ class OperatorRuntime:
         """An activator for this operator; the worker then never takes it for stuck while it waits."""
         self.externally_driven = True
         return Activator(self)
+
+    # -- state that survives a crash ---------------------------------------------------
+
+    def keep(self, name: str, initial: Callable[[], T], *, keyed: bool = False) -> T:
+        """A value the operator keeps across times: saved at every snapshot of a recoverable dataflow and
+        restored on resume (else just ``initial()``). See :mod:`aiotimely.dataflow.state`."""
+        snapshotter = self.scope.dataflow.snapshotter
+        if snapshotter is None:
+            return initial()
+        if self.participant is None:
+            self.participant = snapshotter.join(self)
+            if not self.inputs:
+                for out in self.outputs:
+                    out.tracked = True
+        return self.participant.keep(name, initial, keyed=keyed)
+
+    def sent(self, time: Any) -> None:
+        """A source keeping its position sent at ``time``."""
+        assert self.participant is not None
+        self.participant.sent(time)
+
+    def downgraded(self, time: Any) -> None:
+        """A capability moved to ``time``. A source keeping its position (a participant with no inputs) sent
+        everything so far before ``time`` and sends nothing before it from now: its position stands for every
+        snapshot up to ``time``."""
+        participant = self.participant
+        if participant is not None and not self.inputs:
+            participant.cut_source(time)
+
+    def resume_time(self) -> Any:
+        """The time a resumed dataflow restarts at (its snapshot's): a source with kept state starts sending
+        there. The minimum time when the dataflow starts afresh."""
+        snapshotter = self.scope.dataflow.snapshotter
+        return snapshotter.start_time if snapshotter is not None else self.ttype.minimum
+
+    def cut(self, upto: Any) -> None:
+        """Every time before ``upto`` is applied, none after: the state stands for the snapshots up to it."""
+        if self.participant is not None:
+            self.participant.cut(upto)
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a helper task of this operator, owned by the worker: cancelled and awaited when the
@@ -217,10 +261,14 @@ class OperatorRuntime:
                 self._function()
                 if not self._held and self.inputs_complete():
                     self.done = True
+                    if self.participant is not None:
+                        self.participant.finish()
             if self._dirty_ports:  # send what sessions buffered: encoding and routing errors are ours too
                 ports, self._dirty_ports = self._dirty_ports, []
                 for port in ports:
                     port.release()
+            if self.participant is not None and not self.inputs and not self._held:
+                self.participant.finish()  # a source that holds nothing more: its position is final
         except AiotimelyError as exc:
             if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
                 raise  # already located (by the operator that raised it)
@@ -260,6 +308,8 @@ class OperatorRuntime:
 
     def _finish(self) -> None:
         """The logic returned: give up whatever it still holds, and discard later input."""
+        if self.participant is not None:
+            self.participant.finish()
         self._release_all()
         self.done = True
         self._coro = None
@@ -285,6 +335,13 @@ class OperatorRuntime:
         if undrained:
             found.append(f"{self.describe()} never drained its input(s) {undrained}")
         return found
+
+    def abandon(self) -> None:
+        """The operator will never run (its dataflow's build failed)."""
+        coro, self._coro = self._coro, None
+        if coro is not None:
+            coro.close()
+        self.done = True
 
     async def close(self) -> None:
         """Stop the logic: the computation is shutting down. A coroutine gets ``CancelledError`` where it

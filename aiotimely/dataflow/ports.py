@@ -10,7 +10,8 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator
+from collections import deque
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
 
 from ..comm.local import Mailbox
 from ..errors import CapabilityError
@@ -33,6 +34,8 @@ __all__ = [
     "OperatorOutput",
     "Activator",
 ]
+
+T = TypeVar("T")
 
 BATCH_SIZE = 1024
 """Records a session buffers before it hands them on as one batch."""
@@ -157,6 +160,22 @@ class InputPort:
         :meth:`OperatorOutput.start_soon`)."""
         return self._op.start_soon(coro, name=name)
 
+    def state(self, name: str, initial: Callable[[], T]) -> T:
+        """A value this operator keeps on this worker (see :meth:`OperatorOutput.state`)."""
+        return self._op.keep(name, initial)
+
+    def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
+        """A dict this operator keeps by key (see :meth:`OperatorOutput.keyed_state`)."""
+        return self._op.keep(name, initial, keyed=True)
+
+    def by_time(self) -> AsyncIterator[tuple[Capability, list[Any]]]:
+        """Each time of this input once it is complete, in order, with every record that arrived at it:
+        ``async for cap, records in input.by_time():``. ``cap`` is a capability at that time, dropped when the
+        loop moves on. Applying times in order is what makes an operator's kept state (``state``,
+        ``keyed_state``) snapshot-able: between two times, it is the state as of a cut. Ends once the input
+        is complete."""
+        return _ByTime(self)
+
     def activations(self) -> AsyncIterator[None]:
         """Iterate once per activation of the operator; stops after the operator saw every input complete.
 
@@ -172,6 +191,51 @@ class InputPort:
 
 OperatorInput = InputPort
 """The name an operator's logic knows its inputs by."""
+
+
+class _ByTime:
+    """:meth:`InputPort.by_time`: complete times in order, each with its records; the operator's state is cut
+    before each time and once the ready times are done."""
+
+    __slots__ = ("_port", "_steps", "_pending", "_ready", "_last")
+
+    def __init__(self, port: InputPort) -> None:
+        self._port = port
+        self._steps = port.activations()
+        self._pending: dict[Any, tuple[Capability, list[Any]]] = {}
+        self._ready: deque[tuple[Capability, list[Any]]] = deque()
+        self._last: Capability | None = None
+
+    def __aiter__(self) -> _ByTime:
+        return self
+
+    async def __anext__(self) -> tuple[Capability, list[Any]]:
+        port, op = self._port, self._port._op
+        last, self._last = self._last, None
+        if last is not None and not last.dropped:
+            last.drop()
+        while not self._ready:
+            frontier = list(port.frontier)
+            if frontier:
+                op.cut(min(frontier))  # every time before the frontier is applied
+            try:
+                await self._steps.__anext__()
+            except StopAsyncIteration:
+                if op.participant is not None:
+                    op.participant.finish()
+                raise
+            pending = self._pending
+            for ref, batch in port.drain():
+                entry = pending.get(ref.time)
+                if entry is None:
+                    entry = pending[ref.time] = (ref.retain(), [])
+                entry[1].extend(batch)
+            complete = sorted(t for t in pending if not port.less_equal(t))
+            self._ready.extend(pending.pop(t) for t in complete)
+        cap, records = self._ready.popleft()
+        op.cut(cap.time)  # every time before this one is applied, and none after
+        self._last = cap
+        return cap, records
 
 
 class _Activations:
@@ -210,13 +274,15 @@ class OutputPort:
     what an operator sends leaves in the order it was given, whichever session gave it.
     """
 
-    __slots__ = ("op", "index", "pushers", "produced", "_buffer", "_time", "_owner")
+    __slots__ = ("op", "index", "pushers", "produced", "tracked", "_buffer", "_time", "_owner")
 
     def __init__(self, op: OperatorRuntime, index: int) -> None:
         self.op = op
         self.index = index
         self.pushers: list[Pusher] = []
         self.produced: ChangeBatch[Any] = _UNBOUND
+        self.tracked = False
+        """The operator is a source keeping its position: it is told the times it sends at."""
         self._buffer: list[Any] = []
         self._time: Any = None
         self._owner: Session | None = None
@@ -224,6 +290,8 @@ class OutputPort:
     def push(self, time: Any, batch: list[Any]) -> None:
         """Send ``batch`` at ``time`` to every consumer."""
         self.produced.update(time, len(batch))
+        if self.tracked:
+            self.op.sent(time)
         push_to_all(self.pushers, time, batch)
 
     def _switch(self, session: Session) -> None:
@@ -338,6 +406,23 @@ class OperatorOutput:
         when it stops, and if it fails the computation fails with its error, naming the operator (and
         ``name``, if given). Use it instead of ``asyncio.create_task`` in operator logic."""
         return self._port.op.start_soon(coro, name=name)
+
+    def state(self, name: str, initial: Callable[[], T]) -> T:
+        """A value this operator keeps on this worker: ``initial()``, or, when a recoverable dataflow resumes,
+        the value saved in the snapshot resumed from; saved at every snapshot. It belongs to this worker and
+        cannot move to another number of workers (use :meth:`keyed_state` for that). Declare it at the start
+        of the logic, and change it only while applying complete times in order (``input.by_time()``)."""
+        return self._port.op.keep(name, initial)
+
+    def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
+        """A dict this operator keeps, by the key its records are exchanged by: as :meth:`state`, and on a
+        resume with another number of workers each key goes to the worker that key is routed to."""
+        return self._port.op.keep(name, initial, keyed=True)
+
+    def resume_time(self) -> Any:
+        """The time a resumed dataflow restarts at: a source keeping its position in :meth:`state` downgrades
+        its capability there and sends from its restored position (afresh: the minimum time)."""
+        return self._port.op.resume_time()
 
 
 class Activator:

@@ -31,6 +31,7 @@ from ..progress import (
 from .channels import ProgressCodec
 from .operator import OperatorRuntime
 from .operators.loops import feedback as _feedback
+from .state import Snapshotter, StateStore, shape_of
 from .stream import S, Tee
 
 if TYPE_CHECKING:
@@ -49,13 +50,15 @@ class Dataflow(Generic[S]):
     """One dataflow built by one worker: its name, its root scope and its channel numbering."""
 
     def __init__(self, worker: WorkerHandle, index: int, name: str, timestamp: Any,
-                 stream_type: type[S]) -> None:
+                 stream_type: type[S], store: StateStore | None = None) -> None:
         self.worker = worker
         self.index = index
         self.name = name
         self.stream_type = stream_type
         self._next_channel = 0
         self.root: Scope[S] = Scope(worker, self, Refinement.region(timestamp_type(timestamp)), name=name)
+        self.snapshotter = Snapshotter(self.root, store) if store is not None else None
+        """The dataflow's snapshots on this worker, when it is recoverable (built with a state store)."""
 
     def allocate_channel(self) -> tuple[int, int]:
         """The next channel id; every worker allocates the same ids in the same order."""
@@ -197,6 +200,9 @@ class Scope(Generic[S]):
     def _finish(self) -> Subgraph:
         """Freeze the scope: build its progress tracking and hand it to the parent."""
         builder = self._check_building()
+        snapshotter = self.dataflow.snapshotter if self.parent is None else None
+        if snapshotter is not None:
+            snapshotter.build()
         for loop in self._loops:
             if not loop.connected:
                 raise GraphError(
@@ -210,6 +216,8 @@ class Scope(Generic[S]):
         fabric = self.worker.fabric
         fabric.register(self.progress_channel, ProgressCodec(self.ttype, self.path))
         self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
+        if snapshotter is not None:
+            snapshotter.resume(shape_of(self))
         return progress
 
     def start(self) -> None:
@@ -301,6 +309,11 @@ class Scope(Generic[S]):
             found.append(f"dataflow {self.dataflow.name!r} on worker {self.worker.index} is incomplete "
                          f"(unfinished operators: {waiting})")
         return found
+
+    def abandon(self) -> None:
+        """The dataflow will never run (its build failed): close the logic of every operator unstarted."""
+        for op in self.operators():
+            op.abandon()
 
     async def close(self) -> None:
         """Stop every operator's logic (the computation is shutting down), each running its cleanup."""

@@ -1,0 +1,123 @@
+"""Snapshots cut at frontiers and resumed from, in one process: a crash then a resume gives what a crash-free
+run gives; keyed state moves to another number of workers; what cannot be resumed is refused."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import aiotimely as at
+from aiotimely.recovery import Recovery
+
+RECORDS = 600
+PER_TIME = 10
+
+
+def build_factory(crash_at: int | None, outputs: list, pace: float = 0.0):
+    """A source of RECORDS numbers (PER_TIME per time, its position kept), a running sum per key
+    (kept by key, applied time by time), and a sink that remembers ``(time, key, sum)``."""
+
+    def build(worker: at.Worker) -> None:
+        async def numbers(output, cap):
+            position = output.keyed_state("position", dict)     # one source: key 0 lives on worker 0
+            if worker.index != 0:
+                cap.drop()
+                return
+            start = output.resume_time()
+            cap.downgrade(start)
+            n = position.get(0, 0)
+            while n < RECORDS:
+                time = n // PER_TIME
+                if time > cap.time:
+                    cap.downgrade(time)
+                output.session(cap).give_many(range(n, n + PER_TIME))
+                n += PER_TIME
+                position[0] = n
+                await asyncio.sleep(pace)
+            cap.drop()
+
+        def crash(x):
+            if crash_at is not None and x == crash_at:
+                raise RuntimeError(f"crashed at {x}")
+            return x
+
+        def make(scope):
+            keyed = at.source(scope, "Numbers", numbers).map(crash).map(lambda x: (x % 7, x))
+
+            @keyed.unary_frontier(exchange=lambda kv: kv[0], name="RunningSum")
+            async def running_sum(input, output, cap):
+                cap.drop()
+                sums = input.keyed_state("sums", dict)
+                async for time, records in input.by_time():
+                    touched = set()
+                    for key, x in records:
+                        sums[key] = sums.get(key, 0) + x
+                        touched.add(key)
+                    output.session(time).give_many((time.time, key, sums[key]) for key in sorted(touched))
+
+            running_sum.inspect(outputs.append)
+
+        worker.dataflow(make, name="sums")
+
+    return build
+
+
+def final_sums(outputs: list) -> dict:
+    by_key_time = {}
+    for time, key, total in outputs:
+        assert by_key_time.setdefault((time, key), total) == total, "a repeated output differs"
+    return by_key_time
+
+
+def run(build, tmp_path, workers=1, every=3):
+    return at.execute(build, workers=workers, recovery=Recovery(tmp_path / "state", every=every), loop="asyncio")
+
+
+def test_a_crash_and_a_resume_give_what_a_crash_free_run_gives(tmp_path):
+    truth: list = []
+    at.execute(build_factory(None, truth), loop="asyncio")
+    expected = final_sums(truth)
+
+    seen: list = []
+    with pytest.raises(at.DataflowError, match="crashed at 400"):
+        run(build_factory(400, seen, pace=0.002), tmp_path)
+    crashed = list(seen)
+    run(build_factory(None, seen), tmp_path)
+    resumed_from = min(time for time, _, _ in seen[len(crashed):])
+    assert 0 < resumed_from <= 40                          # it did not start over, and nothing was skipped
+    assert final_sums(seen) == expected                    # repeats only of outputs at times >= the snapshot
+
+
+def test_keyed_state_moves_to_another_number_of_workers(tmp_path):
+    truth: list = []
+    at.execute(build_factory(None, truth), loop="asyncio")
+    seen: list = []
+    with pytest.raises(at.DataflowError, match="crashed at 300"):
+        run(build_factory(300, seen, pace=0.002), tmp_path, workers=1)
+    run(build_factory(None, seen), tmp_path, workers=3)
+    assert final_sums(seen) == final_sums(truth)
+
+
+def test_a_directory_of_another_dataflow_shape_is_refused(tmp_path):
+    run(build_factory(None, []), tmp_path)
+
+    def other(worker):
+        worker.dataflow(lambda s: at.to_stream([1], s).map(str).inspect(print), name="sums")
+
+    with pytest.raises(at.RecoveryError, match="another shape"):
+        run(other, tmp_path)
+
+
+def test_a_corrupt_snapshot_file_is_refused(tmp_path):
+    run(build_factory(None, []), tmp_path)
+    [file] = (tmp_path / "state").glob("g*/worker-0.sqlite3")
+    file.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(at.RecoveryError, match="worker-0.sqlite3 is not a snapshot file"):
+        run(build_factory(None, []), tmp_path)
+
+
+def test_snapshots_cut_differently_are_refused(tmp_path):
+    run(build_factory(None, []), tmp_path, every=3)
+    with pytest.raises(at.RecoveryError, match="cut every 3 units of time, and this run cuts them every 5"):
+        run(build_factory(None, []), tmp_path, every=5)
