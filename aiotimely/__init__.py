@@ -48,7 +48,8 @@ __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
-    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream", "Timestamp",
+    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
+    "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream",
 ]
