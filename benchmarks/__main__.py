@@ -21,6 +21,7 @@ SUITE = {
     "kafka": "benchmarks.kafka",
     "spark": "benchmarks.spark",
     "tracker": "benchmarks.tracker",
+    "recovery": "benchmarks.recovery",
     "plots": "benchmarks.plots",
 }
 

@@ -82,3 +82,10 @@ def test_spark_benchmark_quick_run():
 
     results = spark.main(["--quick"])
     assert results["rows"] == 4000 and set(results["runs"]) == {"plain", "aiotimely"}
+
+
+def test_recovery_benchmark_quick_run_counts_every_word_and_restarts():
+    from benchmarks import recovery
+
+    results = recovery.main(["--quick"])      # throughput() asserts every word counted, with and without snapshots
+    assert results["restart"]["seconds_to_first_output"] > 0

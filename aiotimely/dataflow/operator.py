@@ -20,7 +20,7 @@ import logging
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
-from ..errors import AiotimelyError, CapabilityError, DataflowError
+from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
 from ..progress import FrontierInterest, OperatorProgress
 from .channels import endpoints
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
@@ -272,6 +272,8 @@ class OperatorRuntime:
         except AiotimelyError as exc:
             if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
                 raise  # already located (by the operator that raised it)
+            if isinstance(exc, RecoveryError):
+                raise  # what is stored cannot be resumed from: said as it is, naming the operator
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
@@ -289,6 +291,9 @@ class OperatorRuntime:
         except StopIteration:
             self._finish()
             return
+        except BaseException:
+            self._coro = None  # it raised: it is over (there is no cleanup left to run when stopping)
+            raise
         if signal is ACTIVATION:
             return
         if signal is None:  # a bare yield, as asyncio.sleep(0) does: run again next round

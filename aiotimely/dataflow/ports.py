@@ -178,7 +178,7 @@ class InputPort:
 
         Applying times in order is what makes an operator's kept state (``state``, ``keyed_state``)
         snapshot-able: between two times it is the state as of a cut, and that is when it is saved."""
-        return TimeOrder(self)
+        return TimeOrder([self])
 
     def activations(self) -> AsyncIterator[None]:
         """Iterate once per activation of the operator; stops after the operator saw every input complete.
@@ -199,26 +199,42 @@ OperatorInput = InputPort
 
 class TimeOrder:
     """:meth:`InputPort.time_order`: records held until their time is complete, then handed over time by time,
-    in order, with the operator's kept state cut between times (which is what snapshots are made of)."""
+    in order, with the operator's kept state cut between times (which is what snapshots are made of).
 
-    __slots__ = ("_port", "_pending")
+    Over several inputs (:meth:`joint`), a time is handed over once it is complete on all of them, with the
+    records of each.
+    """
 
-    def __init__(self, port: InputPort) -> None:
-        self._port = port
-        self._pending: dict[Any, tuple[Capability, list[Any]]] = {}
+    __slots__ = ("_ports", "_pending")
+
+    def __init__(self, ports: list[InputPort]) -> None:
+        self._ports = ports
+        self._pending: dict[Any, tuple[Capability, list[list[Any]]]] = {}
+
+    @classmethod
+    def joint(cls, ports: list[InputPort]) -> TimeOrder:
+        """One order over several inputs of an operator: use :meth:`ready_all`."""
+        return cls(ports)
 
     def ready(self) -> Iterator[tuple[Capability, list[Any]]]:
         """Take what arrived; then each complete time, in order, with its records (``cap`` is a capability
         at that time, dropped when the loop moves on). Before each time the operator's state is cut (it is
         the state as of that time), and once the times are done it is cut at the frontier: do what the
         frontier alone completes (closing windows) after this loop, not before."""
-        port, op, pending = self._port, self._port._op, self._pending
-        for ref, batch in port.drain():
-            entry = pending.get(ref.time)
-            if entry is None:
-                entry = pending[ref.time] = (ref.retain(), [])
-            entry[1].extend(batch)
-        for time in sorted(t for t in pending if not port.less_equal(t)):
+        for cap, records in self.ready_all():
+            yield cap, records[0]
+
+    def ready_all(self) -> Iterator[tuple[Capability, list[list[Any]]]]:
+        """:meth:`ready` over every input of the order: the records of each input at that time."""
+        ports, pending = self._ports, self._pending
+        op = ports[0]._op
+        for i, port in enumerate(ports):
+            for ref, batch in port.drain():
+                entry = pending.get(ref.time)
+                if entry is None:
+                    entry = pending[ref.time] = (ref.retain(), [[] for _ in ports])
+                entry[1][i].extend(batch)
+        for time in sorted(t for t in pending if not any(port.less_equal(t) for port in ports)):
             cap, records = pending.pop(time)
             op.cut(time)  # every time before this one is applied, and none after
             try:
@@ -226,9 +242,9 @@ class TimeOrder:
             finally:
                 if not cap.dropped:
                     cap.drop()
-        frontier = list(port.frontier)
-        if frontier:
-            op.cut(min(frontier))
+        lows = [min(frontier) for frontier in (list(port.frontier) for port in ports) if frontier]
+        if lows:
+            op.cut(min(lows))
         elif not pending and op.participant is not None:
             op.participant.finish()  # nothing more will come: the state stands for every later snapshot
 

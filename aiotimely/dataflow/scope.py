@@ -217,7 +217,7 @@ class Scope(Generic[S]):
         fabric.register(self.progress_channel, ProgressCodec(self.ttype, self.path))
         self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
         if snapshotter is not None:
-            snapshotter.resume(shape_of(self))
+            snapshotter.begin(shape_of(self))
         return progress
 
     def start(self) -> None:

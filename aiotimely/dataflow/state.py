@@ -55,9 +55,15 @@ class StateStore(Protocol):
     every: int
     """Snapshots are cut every ``every`` units of the dataflow's (int) time."""
 
-    def restore(self, dataflow: str, shape: str, worker: int, peers: int) -> Restored | None:
+    def restore(self, dataflow: str, worker: int, peers: int) -> Restored | None:
         """The latest snapshot of ``dataflow`` complete on every worker, or ``None`` to start afresh; raise
-        :class:`~aiotimely.errors.RecoveryError` if what is stored cannot be resumed from."""
+        :class:`~aiotimely.errors.RecoveryError` if what is stored cannot be resumed from. Read before the
+        dataflow is built, so that operators find their kept values as they are built."""
+        ...
+
+    def begin(self, dataflow: str, shape: str, worker: int, peers: int, snapshot: int | None) -> None:
+        """The dataflow is built, of ``shape``, and resumes from ``snapshot`` (``None``: afresh): get ready
+        to write this worker's snapshots from there on."""
         ...
 
     async def write(self, dataflow: str, worker: int, lo: int, hi: int | None, pieces: dict[str, bytes]) -> None:
@@ -75,6 +81,10 @@ class Restored:
 
     snapshot: int
     peers: int
+    shape: str
+    """The fingerprint (:func:`shape_of`) of the dataflow that wrote it."""
+    where: str
+    """Where it was found, in words (for errors)."""
     pieces: list[dict[str, bytes]] = field(default_factory=list)
     """Per worker of that run: each operator's pieces (by participant key)."""
 
@@ -92,6 +102,10 @@ class _Kept:
     def __init__(self, value: Any, keyed: bool) -> None:
         self.value = value
         self.keyed = keyed
+
+
+def _kind(keyed: bool, value: Any) -> str:
+    return f"{'keyed' if keyed else 'per-worker'} state of type {type(value).__name__}"
 
 
 class Participant:
@@ -132,7 +146,16 @@ class Participant:
 
     def _restore(self, name: str, value: Any, keyed: bool, restored: Restored) -> Any:
         worker = self.op.worker
-        olds = [values[name][1] for values in self.restored_values() if name in values]
+        olds = []
+        for values in self.restored_values():
+            if name in values:
+                was_keyed, old = values[name]
+                if was_keyed != keyed or type(old) is not type(value):
+                    raise RecoveryError(
+                        f"{self.op.describe()} keeps {name!r} as {_kind(keyed, value)}, and the snapshot in "
+                        f"{restored.where} has it as {_kind(was_keyed, old)}: this program's dataflow changed; "
+                        "use another directory (or move the old one away) to start afresh")
+                olds.append(old)
         if keyed:
             peers, index = worker.peers, worker.index
             for old in olds:
@@ -223,18 +246,24 @@ class Snapshotter:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._activate: Callable[[], None] = lambda: None
         self._held: int | None = 0
+        if not scope.ttype.totally_ordered or scope.ttype.minimum != 0:
+            raise RecoveryError(f"{scope.describe()} has {scope.ttype.name} times: snapshots need int times at "
+                                "a dataflow's root")
+        worker = scope.worker
+        self.restored = store.restore(scope.dataflow.name, worker.index, worker.peers)
+        if self.restored is not None:
+            self.start = self._merged = self.durable = self.complete = self.restored.snapshot
 
     # -- starting -------------------------------------------------------------------
 
-    def resume(self, shape: str) -> None:
-        """Find what to resume from (the dataflow is built: its shape is known)."""
-        worker = self.scope.worker
-        if not self.scope.ttype.totally_ordered or self.scope.ttype.minimum != 0:
-            raise RecoveryError(f"{self.scope.describe()} has {self.scope.ttype.name} times: snapshots need "
-                                "int times at a dataflow's root")
-        self.restored = self.store.restore(self.scope.dataflow.name, shape, worker.index, worker.peers)
-        if self.restored is not None:
-            self.start = self._merged = self.durable = self.complete = self.restored.snapshot
+    def begin(self, shape: str) -> None:
+        """The dataflow is built, of ``shape``: refuse a snapshot of another shape, and get the store ready."""
+        restored, name, worker = self.restored, self.scope.dataflow.name, self.scope.worker
+        if restored is not None and restored.shape != shape:
+            raise RecoveryError(f"{restored.where} has snapshots of a dataflow {name!r} of another shape: it is "
+                                "another program's, or this program's dataflow changed; use another directory "
+                                "(or move the old one away) to start afresh")
+        self.store.begin(name, shape, worker.index, worker.peers, restored.snapshot if restored else None)
 
     @property
     def start_time(self) -> int:

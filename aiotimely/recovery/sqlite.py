@@ -47,6 +47,7 @@ class Recovery:
         self.directory = Path(directory)
         self.every = every
         self._generation: Path | None = None
+        self._resumed: dict[tuple[str, int], Path | None] = {}   # (dataflow, worker) -> generation resumed from
         self._locks: dict[int, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
@@ -115,46 +116,48 @@ class Recovery:
 
     # -- StateStore -------------------------------------------------------------------
 
-    def restore(self, dataflow: str, shape: str, worker: int, peers: int) -> Restored | None:
-        """Read every generation's files to find ``dataflow``'s latest snapshot complete on all its workers;
-        make this worker's file ready to write (dropping its records of snapshots not complete)."""
-        writing = self._writing_generation(peers)
-        best: tuple[int, int, Path] | None = None      # (snapshot, workers, folder)
+    def restore(self, dataflow: str, worker: int, peers: int) -> Restored | None:
+        """Read every generation's files to find ``dataflow``'s latest snapshot complete on all its workers."""
+        best: tuple[int, str, int, Path] | None = None      # (snapshot, shape, workers, folder)
         for _, workers, folder in self._generations():
-            snapshot = self._complete_in(folder, workers, dataflow, shape)
-            if snapshot is not None:
-                best = (snapshot, workers, folder)
+            found = self._complete_in(folder, workers, dataflow)
+            if found is not None:
+                best = (*found, workers, folder)
+        self._resumed[dataflow, worker] = best[3] if best is not None else None
+        if best is None:
+            return None
+        snapshot, shape, workers, folder = best
+        return Restored(snapshot, workers, shape, f"the recovery directory {folder}",
+                        [self._pieces(folder, w, workers, dataflow, snapshot) for w in range(workers)])
+
+    def begin(self, dataflow: str, shape: str, worker: int, peers: int, snapshot: int | None) -> None:
+        """Make this worker's file ready to write: its records of snapshots after ``snapshot`` (not complete
+        everywhere) go; so do all its records when the snapshot resumed from is another generation's."""
+        writing = self._writing_generation(peers)
         own = self._connect(self._file(writing, worker), worker, peers, create=True)
         assert own is not None
         try:
             with own:
                 stored = own.execute("SELECT shape FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
                 if stored is not None and stored[0] != shape:
-                    raise RecoveryError(self._foreign(dataflow, writing))
+                    raise RecoveryError(
+                        f"the recovery directory {writing} has snapshots of a dataflow {dataflow!r} of another "
+                        "shape: it is another program's, or this program's dataflow changed; use another "
+                        "directory (or move the old one away) to start afresh")
                 own.execute("INSERT OR REPLACE INTO dataflows VALUES (?, ?)", (dataflow, shape))
-                if best is None or best[2] != writing:
+                if snapshot is None or self._resumed.get((dataflow, worker)) != writing:
                     own.execute("DELETE FROM snapshots WHERE dataflow = ?", (dataflow,))
                 else:  # continue this generation's records from the snapshot resumed from
-                    snapshot = best[0]
                     own.execute("DELETE FROM snapshots WHERE dataflow = ? AND lo > ?", (dataflow, snapshot))
                     own.execute("UPDATE snapshots SET hi = ? WHERE dataflow = ? AND lo <= ? AND "
                                 "(hi IS NULL OR hi > ?)", (snapshot, dataflow, snapshot, snapshot))
         finally:
             own.close()
-        if best is None:
-            return None
-        snapshot, workers, folder = best
-        return Restored(snapshot, workers, [self._pieces(folder, w, workers, dataflow, snapshot)
-                                            for w in range(workers)])
 
-    def _foreign(self, dataflow: str, folder: Path) -> str:
-        return (f"the recovery directory {self.directory} has snapshots of a dataflow {dataflow!r} of another "
-                f"shape (in {folder.name}): it is another program's, or this program's dataflow changed; use "
-                "another directory (or move the old one away) to start afresh")
-
-    def _complete_in(self, folder: Path, workers: int, dataflow: str, shape: str) -> int | None:
-        """The latest snapshot of ``dataflow`` that every worker of this generation covers, if any."""
+    def _complete_in(self, folder: Path, workers: int, dataflow: str) -> tuple[int, str] | None:
+        """The latest snapshot of ``dataflow`` that every worker of this generation covers, and its shape."""
         ranges: list[list[tuple[int, int | None]]] = []
+        shapes = set()
         for w in range(workers):
             path = self._file(folder, w)
             if not path.exists():
@@ -166,19 +169,22 @@ class Recovery:
                 stored = db.execute("SELECT shape FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
                 if stored is None:
                     return None
-                if stored[0] != shape:
-                    raise RecoveryError(self._foreign(dataflow, folder))
+                shapes.add(stored[0])
                 ranges.append(db.execute("SELECT lo, hi FROM snapshots WHERE dataflow = ? ORDER BY lo",
                                          (dataflow,)).fetchall())
             finally:
                 db.close()
+        if len(shapes) > 1:
+            raise RecoveryError(f"the recovery directory {folder} has snapshots of dataflows {dataflow!r} of "
+                                "different shapes on different workers: were several programs run on it?")
         covered = None
         for worker_ranges in ranges:
             if not worker_ranges:
                 return None
             top = max(lo if hi is None else hi for lo, hi in worker_ranges)
             covered = top if covered is None else min(covered, top)
-        return covered
+        assert covered is not None
+        return covered, shapes.pop()
 
     def _pieces(self, folder: Path, worker: int, workers: int, dataflow: str, snapshot: int) -> dict[str, bytes]:
         db = self._connect(self._file(folder, worker), worker, workers, create=False)

@@ -13,6 +13,8 @@ from ...errors import CapabilityError
 from ...progress import FrontierInterest
 from ..builder import OperatorBuilder
 from ..capability import Capability, CapabilityRef
+from ..operator import Logic
+from ..ports import TimeOrder
 from ..stream import S
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ def _delaying(stream: S, name: str, new_time: Callable[[Any, Any], Any], per_rec
     builder = OperatorBuilder(stream.scope, name)
     inp = builder.new_input(stream, interest=IF_CAPABILITY)
     out, result = builder.new_output()
-    stash = _Stash()
+    op = builder.op
     ttype = stream.scope.ttype
 
     def later(record: Any, time: Any) -> Any:
@@ -60,19 +62,36 @@ def _delaying(stream: S, name: str, new_time: Callable[[Any, Any], Any], per_rec
             )
         return t
 
-    def run() -> None:
-        for ref, batch in inp.drain():
-            time = ref.time
-            if per_record:
-                for record in batch:
-                    stash.slot(ref, later(record, time), list)[1].append(record)
-            else:
-                stash.slot(ref, later(None, time), list)[1].extend(batch)
-        for time, cap, records in stash.ready([inp]):
-            out.push(time, records)
-            cap.drop()
+    def constructor(capabilities: list[Capability]) -> Logic:
+        # Records move to their new time once their own time is complete (in order), so that what waits is
+        # exactly what a snapshot between two times must keep.
+        waiting: dict[Any, list[Any]] = op.keep("waiting", dict)    # new time -> records (restored on resume)
+        held = {t: capabilities[0].delayed(t) for t in waiting}
+        capabilities[0].drop()
+        order = inp.time_order()
 
-    builder.build_function(run)
+        def slot(cap: Capability, t: Any) -> list[Any]:
+            records = waiting.get(t)
+            if records is None:
+                held[t] = cap.delayed(t)
+                records = waiting[t] = []
+            return records
+
+        def run() -> None:
+            for cap, batch in order.ready():
+                time = cap.time
+                if per_record:
+                    for record in batch:
+                        slot(cap, later(record, time)).append(record)
+                else:
+                    slot(cap, later(None, time)).extend(batch)
+            for t in sorted(t for t in held if not inp.less_equal(t)):
+                out.push(t, waiting.pop(t))
+                held.pop(t).drop()
+
+        return run
+
+    builder.build(constructor)
     return result  # type: ignore[no-any-return]
 
 
@@ -111,22 +130,33 @@ def reclock(stream: S, clock: S) -> S:
     data = builder.new_input(stream, interest=IF_CAPABILITY)
     ticks = builder.new_input(clock, interest=IF_CAPABILITY)
     out, result = builder.new_output()
-    stash = _Stash()
-    held: list[tuple[Any, list[Any]]] = []
+    op = builder.op
     ttype = stream.scope.ttype
 
-    def run() -> None:
-        for ref, batch in data.drain():
-            held.append((ref.time, batch))
-        for ref, _ in ticks.drain():
-            if ref.time not in stash.entries:
-                stash.entries[ref.time] = [ref.retain(), None]
-        for tick, cap, _ in stash.ready([data, ticks]):
-            due = [record for time, batch in held if ttype.less_equal(time, tick) for record in batch]
-            held[:] = [(time, batch) for time, batch in held if not ttype.less_equal(time, tick)]
-            if due:
-                out.push(tick, due)
-            cap.drop()
+    def constructor(capabilities: list[Capability]) -> Logic:
+        # Both inputs in one time order: what waits between two times is what a snapshot must keep.
+        held: list[Any] = op.keep("held", list)     # [time, records] of data not yet released
+        clocks: list[Any] = op.keep("clock", list)  # clock times not yet passed
+        tick_caps = {t: capabilities[0].delayed(t) for t in clocks}
+        capabilities[0].drop()
+        order = TimeOrder.joint([data, ticks])
 
-    builder.build_function(run)
+        def run() -> None:
+            for cap, (records, tick) in order.ready_all():
+                if records:
+                    held.append([cap.time, records])
+                if tick and cap.time not in tick_caps:
+                    tick_caps[cap.time] = cap.delayed(cap.time)
+                    clocks.append(cap.time)
+            for t in sorted(t for t in tick_caps if not data.less_equal(t) and not ticks.less_equal(t)):
+                due = [r for time, batch in held if ttype.less_equal(time, t) for r in batch]
+                held[:] = [[time, batch] for time, batch in held if not ttype.less_equal(time, t)]
+                if due:
+                    out.push(t, due)
+                clocks.remove(t)
+                tick_caps.pop(t).drop()
+
+        return run
+
+    builder.build(constructor)
     return result  # type: ignore[no-any-return]
