@@ -16,11 +16,14 @@ it says what has really been delivered.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time as _time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Generator, cast
 
 from ..dataflow.input import source
+from ..errors import RecoveryError
+from .positions import SourcePart, SourcePositions
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, InputPort, OperatorOutput, Scope
@@ -50,6 +53,14 @@ class TimePolicy:
         """When (``time.monotonic()``) time moves on by itself, without records; ``None``: never."""
         return None
 
+    def snapshot(self) -> Any:
+        """What a snapshot keeps of the policy (picklable)."""
+        return None
+
+    def resume(self, state: Any, start: int) -> None:
+        """Go on from a snapshot at time ``start`` that kept ``state`` (``None``: nothing kept): no time
+        before ``start`` is given any more."""
+
 
 class EveryBatch(TimePolicy):
     """Each batch gets the next integer time: 0, 1, 2, ..."""
@@ -65,6 +76,12 @@ class EveryBatch(TimePolicy):
     def current(self) -> int:
         return self._next
 
+    def snapshot(self) -> Any:
+        return self._next
+
+    def resume(self, state: Any, start: int) -> None:
+        self._next = max(start, state or 0)
+
 
 class WallClock(TimePolicy):
     """Records get the number of the ``interval``-second period they arrive in; time moves on each period."""
@@ -72,9 +89,21 @@ class WallClock(TimePolicy):
     def __init__(self, interval: float = 1.0, *, origin: float | None = None) -> None:
         self.interval = interval
         self.origin = _time.monotonic() if origin is None else origin
+        self.offset = 0
+        """Periods counted before ``origin`` (by the run a resumed one goes on from)."""
 
     def now(self) -> int:
-        return int((_time.monotonic() - self.origin) / self.interval)
+        return self.offset + int((_time.monotonic() - self.origin) / self.interval)
+
+    def snapshot(self) -> Any:
+        return self.now()
+
+    def resume(self, state: Any, start: int) -> None:
+        """Periods go on from the snapshot's time: the time the computation was down is not counted."""
+        if state is None and start == 0:
+            return  # starting afresh
+        self.offset = max(start, state or 0)
+        self.origin = _time.monotonic()
 
     def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         return [(self.now(), records)]
@@ -83,7 +112,7 @@ class WallClock(TimePolicy):
         return self.now()
 
     def deadline(self) -> float:
-        return self.origin + (self.now() + 1) * self.interval
+        return self.origin + (self.now() - self.offset + 1) * self.interval
 
 
 class EventTime(TimePolicy):
@@ -130,6 +159,14 @@ class EventTime(TimePolicy):
     def current(self) -> int:
         return self._low
 
+    def snapshot(self) -> Any:
+        return (self._low, self._seen)
+
+    def resume(self, state: Any, start: int) -> None:
+        if state is not None:
+            self._low, self._seen = state
+        self._low = max(self._low, start)
+
 
 class _Resume:
     """Continue an ``__anext__`` that was about to wait, from what it yielded."""
@@ -166,36 +203,91 @@ def from_aiter(
     *,
     time: TimePolicy | None = None,
     batch_size: int = 1024,
+    resume: str | Callable[[int], AsyncIterator[Any]] | None = None,
     name: str = "AsyncIterator",
 ) -> Stream:
     """A stream of what an async iterator yields.
 
     ``iterator`` is one async iterator (read by worker 0 only), or a function
     ``(worker_index, peers) -> async iterator`` called on every worker (a
-    partitioned source). ``time`` defaults to :class:`EveryBatch`.
+    partitioned source, each worker with its own copy of ``time``). ``time``
+    defaults to :class:`EveryBatch`.
+
+    In a recoverable dataflow every snapshot keeps the number of records read
+    (and the time policy's state), and ``resume`` says how a resumed run reads on:
+    ``"skip"`` — the iterator yields the same records again from its start, and
+    the ones read before the snapshot are skipped; ``"live"`` — a live feed: read
+    on from whatever comes now (what came while the computation was down, or
+    after the snapshot, is not seen again); or a function ``n -> async iterator``
+    of what follows the first ``n`` records (one iterator only). There is no default:
+    a wrong guess would lose or repeat records silently.
     """
     worker = scope.worker
+    snapshotter = scope.dataflow.snapshotter
+    partitioned = callable(iterator) and not hasattr(iterator, "__anext__")
+    if snapshotter is not None:
+        where = f"{name!r} in {scope.describe()}"
+        if resume is None:
+            raise RecoveryError(
+                f"from_aiter {where} is in a recoverable dataflow: say how it resumes with resume='skip' (the "
+                "iterator yields the same records from its start each run), resume='live' (a live feed), or "
+                "resume=a function n -> an async iterator of what follows the first n records")
+        if not callable(resume) and resume not in ("skip", "live"):
+            raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
+        if callable(resume) and partitioned:
+            raise ValueError(f"from_aiter {where}: resume= a function works with one iterator; with one per "
+                             "worker use 'skip' or 'live'")
+        restored = snapshotter.restored
+        if partitioned and restored is not None and restored.peers != worker.peers:
+            raise RecoveryError(
+                f"from_aiter {where} reads one iterator per worker, and its snapshot was made by {restored.peers} "
+                f"workers: it resumes only on {restored.peers} workers (this run has {worker.peers})")
 
     async def logic(output: OperatorOutput, cap: Capability) -> None:
         it: AsyncIterator[Any] | None
-        if callable(iterator) and not hasattr(iterator, "__anext__"):
-            it = iterator(worker.index, worker.peers)
+        policy = copy.copy(time) if partitioned and time is not None else time or EveryBatch()
+        part = SourcePart(worker.index if partitioned else 0, policy)
+        positions = SourcePositions(output, [part])
+        every = positions.every
+        if partitioned:
+            it = cast("Callable[[int, int], AsyncIterator[Any]]", iterator)(worker.index, worker.peers)
         else:
             it = cast("AsyncIterator[Any]", iterator) if worker.index == 0 else None  # not a plain function
         if it is None:
+            positions.parts.clear()
+            positions.finish()
             cap.drop()
             return
-        policy = time or EveryBatch()
-        cap.downgrade(max(cap.time, policy.start()))
+        start = output.resume_time()
+        resumed = part.number in positions.restored
+        again = positions.resume(part, start)
+        cap.downgrade(max(cap.time, start, policy.start()))
+        if resumed and callable(resume):
+            it = resume(part.position)
+        elif resumed and resume == "skip":
+            for _ in range(part.position):
+                try:
+                    await type(it).__anext__(it)
+                except StopAsyncIteration:
+                    break
+        for t, record in sorted(again, key=lambda tr: tr[0]):
+            with cap.delayed(t) as at_t:
+                output.session(at_t).give(record)
         batch: list[Any] = []
 
         def flush() -> None:
             if batch:
+                part.position += len(batch)
                 for t, records in policy.times(batch):
                     with cap.delayed(t) as at_t:
                         output.session(at_t).give_many(records)
+                    if every is not None:
+                        part.sent(t, records)
                 batch.clear()
             now = policy.current()
+            if every is not None:
+                part.moved(now, every)
+                positions.report(part.low)
             if now > cap.time:
                 cap.downgrade(now)
 
@@ -219,6 +311,7 @@ def from_aiter(
                 break
             batch.append(record)
         flush()
+        positions.finish()
         cap.drop()
 
     return source(scope, name, logic)

@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import pickle
 import time as _time
-from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from zlib import crc32
 
 from ..comm.codec import register_type
 from ..dataflow.input import source as _source
 from .aiter import EventTime
+from .positions import SourcePart, SourcePositions
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, InputPort, OperatorOutput, ProbeHandle, Scope
@@ -92,117 +91,6 @@ class _Checkpoints:
         return ready
 
 
-class _Partition:
-    """A partition this worker reads: its next offset, its low time (nothing earlier comes from it any more),
-    and, when snapshots are on, what each snapshot needs of it."""
-
-    __slots__ = ("tp", "number", "events", "low", "position", "recent", "cuts")
-
-    def __init__(self, tp: Any, events: EventTime | None) -> None:
-        self.tp = tp
-        self.number: int = tp.partition
-        self.events = events
-        self.low = 0
-        self.position = 0
-        self.recent: list[tuple[int, KafkaRecord]] = []
-        """Records sent at times not below ``low``: a snapshot cut there must send them again."""
-        self.cuts: deque[tuple[int, int, tuple[Any, ...]]] = deque()
-        """``(first id, last id, state)``: the partition's state for those snapshots."""
-
-    def state(self) -> tuple[Any, ...]:
-        events = self.events
-        return (self.position, None if events is None else (events._low, events._seen), self.recent)
-
-    def restore(self, state: tuple[Any, ...], start: int, every: int) -> list[tuple[int, KafkaRecord]]:
-        """Take up the state of the snapshot resumed from (at time ``start``); returns the records to send
-        again (sent before the position, at times from the snapshot's on)."""
-        self.position, events, overhang = state
-        if events is not None and self.events is not None:
-            self.events._low, self.events._seen = events
-            self.low = max(events[0], start)
-        else:
-            self.low = start
-        again = [(t, r) for t, r in overhang if t >= start]
-        self.recent = [(t, r) for t, r in again if t >= self.low]
-        first, last = start // every + 1, self.low // every
-        if last >= first:  # the partition is ahead of the snapshot: this state stands for the ones between
-            self.cuts.append((first, last, (self.position, events, again)))
-        return again
-
-    def moved(self, low: int, every: int | None) -> None:
-        """After a batch: no record before ``low`` will come from this partition any more."""
-        if every is not None:
-            first, last = self.low // every + 1, low // every
-            if last >= first:
-                overhang = [(t, r) for t, r in self.recent if t >= first * every]
-                events = self.events
-                self.cuts.append((first, last, (self.position, None if events is None else (events._low,
-                                                                                           events._seen),
-                                                overhang)))
-        if low > self.low:
-            self.low = low
-            self.recent = [(t, r) for t, r in self.recent if t >= low]
-
-    def at(self, snapshot: int) -> tuple[Any, ...] | None:
-        """The state for ``snapshot`` (dropping what only older snapshots needed)."""
-        cuts = self.cuts
-        while cuts and cuts[0][1] < snapshot:
-            cuts.popleft()
-        if cuts and cuts[0][0] <= snapshot:
-            return cuts[0][2]
-        return None
-
-
-class _Positions:
-    """The source's share in snapshots: per partition, where a resumed run starts reading and what it sends
-    again; reported for every snapshot the source's time passes, committed to Kafka once complete."""
-
-    def __init__(self, output: OperatorOutput, partitions: list[_Partition]) -> None:
-        op = output._port.op
-        self.snapshotter = op.scope.dataflow.snapshotter
-        self.restored: dict[int, tuple[Any, ...]] = output.keyed_state("positions", dict)
-        self.participant = op.participant
-        if self.participant is not None:
-            self.participant.manual = True
-        self.partitions = partitions
-        self.every = self.snapshotter.every if self.snapshotter is not None else None
-        self.committed = self.snapshotter.start if self.snapshotter is not None else 0
-
-    def report(self, low: int) -> None:
-        """The source's time moved to ``low``: every partition has a state for the snapshots up to it."""
-        participant, every = self.participant, self.every
-        if participant is None or every is None:
-            return
-        last = low // every
-        while participant.through < last:
-            first = participant.through + 1
-            states = {p.number: p.at(first) for p in self.partitions}
-            hi = min([last] + [next(c[1] for c in p.cuts if c[0] <= first) for p in self.partitions])
-            participant.report(first, hi, _pieces(states))
-
-    def finish(self) -> None:
-        if self.participant is not None and not self.participant.finished:
-            states = {p.number: p.state() for p in self.partitions}
-            self.participant.report(self.participant.through + 1, None, _pieces(states))
-
-    def complete(self) -> dict[int, int]:
-        """Offsets to commit: each partition's position in the latest snapshot complete everywhere."""
-        snapshotter = self.snapshotter
-        if snapshotter is None or snapshotter.complete <= self.committed:
-            return {}
-        self.committed = snapshotter.complete
-        offsets = {}
-        for p in self.partitions:
-            state = p.at(self.committed)
-            if state is not None:
-                offsets[p.number] = state[0]
-        return offsets
-
-
-def _pieces(states: dict[int, Any]) -> bytes:
-    return pickle.dumps({"positions": (True, states)}, protocol=pickle.HIGHEST_PROTOCOL)
-
-
 def source(
     scope: Scope[Stream],
     bootstrap: str,
@@ -240,8 +128,8 @@ def source(
         event_time = time == "timestamp" or callable(time)
         time_of: Callable[[KafkaRecord], int] = time if callable(time) else (lambda r: r.timestamp)
         start = output.resume_time()
-        mine: list[_Partition] = []
-        positions = _Positions(output, mine)
+        mine: list[SourcePart] = []
+        positions = SourcePositions(output, mine)
         await consumer.start()
         try:
             known = partitions
@@ -255,30 +143,28 @@ def source(
                 known = sorted(found or [])
                 if not known:
                     raise ValueError(f"{name}: topic {topic!r} has no partitions at {bootstrap}")
-            mine.extend(_Partition(aiokafka.TopicPartition(topic, p), EventTime(time_of, lateness) if event_time
-                                   else None) for p in known if p % worker.peers == worker.index)
+            mine.extend(SourcePart(p, EventTime(time_of, lateness) if event_time else None)
+                        for p in known if p % worker.peers == worker.index)
             if not mine:
                 positions.finish()
                 cap.drop()
                 return
-            consumer.assign([p.tp for p in mine])
+            tps = {p.number: aiokafka.TopicPartition(topic, p.number) for p in mine}
+            consumer.assign(list(tps.values()))
             cap.downgrade(start)
             again: list[tuple[int, KafkaRecord]] = []
             for p in mine:
-                state = positions.restored.get(p.number)
-                if state is not None and positions.every is not None:  # resume where the snapshot says
-                    again.extend(p.restore(state, start, positions.every))
-                    consumer.seek(p.tp, p.position)
+                resumed = p.number in positions.restored
+                again.extend(positions.resume(p, start))
+                if resumed:  # read on where the snapshot says
+                    consumer.seek(tps[p.number], p.position)
                     continue
-                committed = await consumer.committed(p.tp)
+                committed = await consumer.committed(tps[p.number])
                 if committed is None:
-                    await consumer.seek_to_beginning(p.tp)
+                    await consumer.seek_to_beginning(tps[p.number])
                 else:
-                    consumer.seek(p.tp, committed)
-                p.position = await consumer.position(p.tp)
-                p.low = start
-                if p.events is not None:
-                    p.events._low = start
+                    consumer.seek(tps[p.number], committed)
+                p.position = await consumer.position(tps[p.number])
             for t, record in sorted(again, key=lambda tr: tr[0]):
                 with cap.delayed(t) as at_t:
                     output.session(at_t).give(record)
@@ -287,7 +173,7 @@ def source(
             last_commit = _time.monotonic()
             last_record = _time.monotonic()
             while not (stop is not None and stop.is_set()):
-                polled = await consumer.getmany(*[p.tp for p in mine], timeout_ms=poll_ms, max_records=max_records)
+                polled = await consumer.getmany(*tps.values(), timeout_ms=poll_ms, max_records=max_records)
                 groups: dict[int, list[KafkaRecord]] = {}
                 by_partition = {p.number: p for p in mine}
                 for tp, messages in polled.items():
@@ -308,12 +194,12 @@ def source(
                             else:
                                 times.append((t, [r]))
                     else:
-                        assert part.events is not None
-                        times = part.events.times(records)
+                        assert part.policy is not None
+                        times = part.policy.times(records)
                     for t, group in times:
                         groups.setdefault(t, []).extend(group)
                         if positions.every is not None:
-                            part.recent.extend((t, r) for r in group)
+                            part.sent(t, group)
                     part.position = records[-1].offset + 1
                     checkpoints.add(tp.partition, max(t for t, _ in times), part.position)
                 for t in sorted(groups):
@@ -328,8 +214,8 @@ def source(
                     elif time == "offset":
                         p.moved(p.position // offset_bucket, positions.every)
                     else:
-                        assert p.events is not None
-                        p.moved(p.events.current(), positions.every)
+                        assert p.policy is not None
+                        p.moved(p.policy.current(), positions.every)
                 low = min(p.low for p in mine)
                 positions.report(low)
                 if low > cap.time:

@@ -35,7 +35,7 @@ import msgpack
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
-from ..errors import ClusterError
+from ..errors import ClusterError, RecoveryError
 from .aiter import TimePolicy, from_aiter
 
 if TYPE_CHECKING:
@@ -353,6 +353,11 @@ def ingress(
     the query terminated (:class:`EpochListener`) or an ``end`` message arrives;
     ``statistics`` (a dict) then receives the replays ignored and attempts discarded.
     """
+    if scope.dataflow.snapshotter is not None:
+        raise RecoveryError(
+            f"the Spark ingress {name!r} cannot be in a recoverable dataflow yet: Spark counts an epoch delivered "
+            "once its rows reach aiotimely, before a snapshot keeps them, so a crash would lose them; build this "
+            "dataflow without recovery")
     key = _secret(secret)
     host, port = parse_address(address)
     state = _Ingress(name)

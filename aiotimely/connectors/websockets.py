@@ -62,7 +62,9 @@ def server_source(
     """A stream of every message any client sends to a server at ``host:port`` (on worker 0).
 
     The stream ends when ``stop`` is set, after the messages received before it;
-    ``ready`` is set once the server listens.
+    ``ready`` is set once the server listens. In a recoverable dataflow it resumes
+    as a live feed: messages received after the snapshot, or while the computation
+    was down, are not seen again.
     A message that ``decode`` refuses fails the computation, naming it.
     """
     serve, _, ConnectionClosed = _websockets()
@@ -96,7 +98,7 @@ def server_source(
                 if watch is not None:
                     watch.cancel()
 
-    return from_aiter(scope, messages(), time=time, name=name)
+    return from_aiter(scope, messages(), time=time, resume="live", name=name)
 
 
 def client_source(
@@ -118,7 +120,7 @@ def client_source(
             except ConnectionClosed:
                 return
 
-    return from_aiter(scope, messages(), time=time, name=name)
+    return from_aiter(scope, messages(), time=time, resume="live", name=name)
 
 
 def server_sink(

@@ -82,11 +82,22 @@ class FrontierNotificator:
 
 
 class Notificator(FrontierNotificator):
-    """A :class:`FrontierNotificator` bound to an operator's inputs: ``ready()`` needs no frontiers."""
+    """A :class:`FrontierNotificator` bound to an operator's inputs: ``ready()`` needs no frontiers.
 
-    def __init__(self, op: OperatorRuntime) -> None:
+    In a recoverable dataflow, given the operator's initial capabilities, it takes up the times pending in
+    the snapshot resumed from, and its pending times are part of every snapshot the operator takes part in
+    (that is, when it keeps state of its own)."""
+
+    def __init__(self, op: OperatorRuntime, initial: list[Capability] | None = None) -> None:
         super().__init__()
         self._inputs: list[InputPort] = op.inputs
+        if initial is not None and op.scope.dataflow.snapshotter is not None:
+            for output, time in op.restored_alongside("notifications"):
+                self.notify_at(initial[output].delayed(time))
+            op.keep_alongside("notifications", self._pending_pairs)
+
+    def _pending_pairs(self) -> list[tuple[int, Any]]:
+        return [(cap.output, t) for t, cap in self._pending.items()]
 
     def ready(self, frontiers: Iterable[Any] | None = None) -> Iterator[Capability]:
         return super().ready(self._inputs if frontiers is None else frontiers)

@@ -128,6 +128,21 @@ class OperatorRuntime:
                     out.tracked = True
         return self.participant.keep(name, initial, keyed=keyed)
 
+    def keep_alongside(self, name: str, value: Callable[[], Any]) -> None:
+        """Part of this operator's snapshots when it keeps state: ``value()`` as ``name`` (per worker, as
+        :meth:`restored_alongside` gives it back). A notificator keeps its pending times so."""
+        snapshotter = self.scope.dataflow.snapshotter
+        if snapshotter is not None:
+            snapshotter.keep_alongside(self, name, value)
+
+    def restored_alongside(self, name: str) -> list[Any]:
+        """What :meth:`keep_alongside` kept as ``name`` in the snapshot resumed from: this worker's, or every
+        worker's together when the number of workers changed."""
+        snapshotter = self.scope.dataflow.snapshotter
+        if snapshotter is None:
+            return []
+        return snapshotter.restored_alongside(self, name)
+
     def sent(self, time: Any) -> None:
         """A source keeping its position sent at ``time``."""
         assert self.participant is not None

@@ -104,6 +104,11 @@ class _Kept:
         self.keyed = keyed
 
 
+def _key(op: OperatorRuntime) -> str:
+    """An operator's name in snapshots: its path in the dataflow and its name."""
+    return f"{'/'.join(map(str, op.path[1:]))}:{op.name}"
+
+
 def _kind(keyed: bool, value: Any) -> str:
     return f"{'keyed' if keyed else 'per-worker'} state of type {type(value).__name__}"
 
@@ -114,7 +119,7 @@ class Participant:
     def __init__(self, snapshotter: Snapshotter, op: OperatorRuntime) -> None:
         self.snapshotter = snapshotter
         self.op = op
-        self.key = f"{'/'.join(map(str, op.path[1:]))}:{op.name}"
+        self.key = _key(op)
         self.kept: dict[str, _Kept] = {}
         self.through = snapshotter.start
         """The last snapshot id this operator reported."""
@@ -209,8 +214,10 @@ class Participant:
             self.finished = True
 
     def pickled(self) -> bytes:
-        return pickle.dumps({name: (kept.keyed, kept.value) for name, kept in self.kept.items()},
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        values = {name: (kept.keyed, kept.value) for name, kept in self.kept.items()}
+        for name, value in self.snapshotter.alongside.get(self.key, {}).items():
+            values[name] = (False, value())
+        return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
 
     def report(self, lo: int, hi: int | None, data: bytes) -> None:
         """This operator's state for snapshots ``lo..hi`` (``None``: all later ones) is ``data``."""
@@ -235,6 +242,7 @@ class Snapshotter:
         self.restored: Restored | None = None
         self.start = 0
         self.participants: dict[str, Participant] = {}
+        self.alongside: dict[str, dict[str, Callable[[], Any]]] = {}
         self._pieces: dict[Participant, deque[tuple[int, int | None, bytes]]] = {}
         self._sealed = False
         self._merged = 0          # the last snapshot id merged into a record
@@ -269,6 +277,24 @@ class Snapshotter:
     def start_time(self) -> int:
         """The time a resumed dataflow's sources start at (0 afresh)."""
         return self.start * self.every
+
+    def keep_alongside(self, op: OperatorRuntime, name: str, value: Callable[[], Any]) -> None:
+        """``value()`` goes into ``op``'s snapshots as ``name`` whenever ``op`` keeps state of its own."""
+        self.alongside.setdefault(_key(op), {})[name] = value
+
+    def restored_alongside(self, op: OperatorRuntime, name: str) -> list[Any]:
+        """The items of what ``op`` kept alongside as ``name``: its worker's, or every worker's when the number
+        of workers changed."""
+        restored = self.restored
+        if restored is None:
+            return []
+        key, worker = _key(op), op.worker
+        if restored.peers == worker.peers:
+            own = restored.pieces[worker.index].get(key)
+            values = pickle.loads(own) if own is not None else {}
+            return list(values[name][1]) if name in values else []
+        return [item for pieces in restored.pieces if key in pieces
+                for item in pickle.loads(pieces[key]).get(name, (False, []))[1]]
 
     def join(self, op: OperatorRuntime) -> Participant:
         """``op`` keeps state: it takes part in every snapshot of its worker from now on."""

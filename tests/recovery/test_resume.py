@@ -192,3 +192,61 @@ def test_kept_state_of_another_kind_is_refused(tmp_path):
     run(program(dict), tmp_path)
     with pytest.raises(at.RecoveryError, match="keeps 'seen' as keyed state of type list, and the snapshot"):
         run(program(list), tmp_path)
+
+
+def windows_factory(crash_at: int | None, outputs: list, pace: float = 0.0):
+    """The numbers counted per window of 8 times by an operator that keeps its counts and asks its
+    notificator to be told when each window ends."""
+
+    def build(worker: at.Worker) -> None:
+        async def numbers(output, cap):
+            position = output.keyed_state("position", dict)
+            if worker.index != 0:
+                cap.drop()
+                return
+            cap.downgrade(output.resume_time())
+            n = position.get(0, 0)
+            while n < RECORDS:
+                if n // PER_TIME > cap.time:
+                    cap.downgrade(n // PER_TIME)
+                if crash_at is not None and n >= crash_at:
+                    await asyncio.sleep(0.3)        # the snapshots catch up with the frontier: then crash
+                    raise RuntimeError(f"crashed at {n}")
+                output.session(cap).give_many(range(n, n + PER_TIME))
+                n += PER_TIME
+                position[0] = n
+                await asyncio.sleep(pace)
+            cap.drop()
+
+        def make(scope):
+            @at.source(scope, "Numbers", numbers).unary_notify(exchange=lambda x: 0, name="Windows")
+            async def windows(input, output, notificator):
+                counts = input.keyed_state("counts", dict)     # window end -> count
+                order = input.time_order()
+                async for _ in input.activations():
+                    for time, records in order.ready():
+                        end = (time.time // 8 + 1) * 8
+                        counts[end] = counts.get(end, 0) + len(records)
+                        notificator.notify_at(time.delayed(end))
+                    for cap in notificator.ready():
+                        count = counts.pop(cap.time, None)    # on another number of workers, every worker
+                        if count is not None:                 # is told of every pending time
+                            output.session(cap).give((cap.time, count))
+
+            windows.inspect(outputs.append)
+
+        worker.dataflow(make, name="windows")
+
+    return build
+
+
+def test_a_notificator_keeps_its_pending_times(tmp_path):
+    truth: list = []
+    at.execute(windows_factory(None, truth), loop="asyncio")
+    assert sorted(truth) == [(end, 8 * PER_TIME) for end in range(8, 61, 8)] + [(64, 4 * PER_TIME)]
+    seen: list = []
+    with pytest.raises(at.DataflowError, match="crashed at 400"):      # at time 40, the end of a window
+        run(windows_factory(400, seen, pace=0.002), tmp_path, every=8)
+    assert (40, 8 * PER_TIME) not in seen
+    run(windows_factory(None, seen, pace=0.002), tmp_path, workers=2, every=8)
+    assert sorted(set(seen)) == sorted(truth)               # every window, counted once in full

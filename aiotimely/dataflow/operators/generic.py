@@ -72,9 +72,10 @@ def build(
 
     def constructor(capabilities: list[Capability]) -> Logic:
         if notify:
+            notificator = Notificator(op, capabilities)
             for cap in capabilities:
                 cap.drop()
-            return logic(*inputs, *ports, Notificator(op))
+            return logic(*inputs, *ports, notificator)
         return logic(*inputs, *ports, *capabilities)
 
     builder.build(constructor)
