@@ -70,6 +70,11 @@ class StateStore(Protocol):
         """Make durable this worker's snapshots ``lo..hi`` (``None``: every later one), all the same."""
         ...
 
+    async def mark(self, dataflow: str, worker: int, drained: int | None) -> None:
+        """No operator on any worker holds or receives anything at the times of snapshots up to ``drained``
+        any more (``None``: at any time): they are complete wherever they are written."""
+        ...
+
     async def prune(self, dataflow: str, worker: int, complete: int) -> None:
         """Snapshot ``complete`` is complete everywhere: what only older snapshots need may go."""
         ...
@@ -102,6 +107,10 @@ class _Kept:
     def __init__(self, value: Any, keyed: bool) -> None:
         self.value = value
         self.keyed = keyed
+
+
+_ALL = 1 << 62
+"""Every snapshot id (as ``drained``): the dataflow is done."""
 
 
 def _key(op: OperatorRuntime) -> str:
@@ -247,6 +256,8 @@ class Snapshotter:
         self._sealed = False
         self._merged = 0          # the last snapshot id merged into a record
         self.durable = 0          # the last snapshot id written
+        self.drained = 0          # the last snapshot id whose times nothing anywhere holds or receives any more
+        self.marked = 0           # the last ``drained`` written
         self.complete = 0         # the last snapshot id complete on every worker
         self._done = False        # every participant reported its last piece, and it is written
         self._queue: deque[tuple[int, int | None, dict[str, bytes]]] = deque()
@@ -254,6 +265,7 @@ class Snapshotter:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._activate: Callable[[], None] = lambda: None
         self._held: int | None = 0
+        self._own_nodes: frozenset[int] = frozenset()   # the Snapshots operators' (not waited for)
         if not scope.ttype.totally_ordered or scope.ttype.minimum != 0:
             raise RecoveryError(f"{scope.describe()} has {scope.ttype.name} times: snapshots need int times at "
                                 "a dataflow's root")
@@ -261,6 +273,7 @@ class Snapshotter:
         self.restored = store.restore(scope.dataflow.name, worker.index, worker.peers)
         if self.restored is not None:
             self.start = self._merged = self.durable = self.complete = self.restored.snapshot
+            self.drained = self.marked = self.start
 
     # -- starting -------------------------------------------------------------------
 
@@ -272,6 +285,8 @@ class Snapshotter:
                                 "another program's, or this program's dataflow changed; use another directory "
                                 "(or move the old one away) to start afresh")
         self.store.begin(name, shape, worker.index, worker.peers, restored.snapshot if restored else None)
+        assert self.scope.progress is not None
+        self.scope.progress.on_pointstamps = self._progressed
 
     @property
     def start_time(self) -> int:
@@ -326,22 +341,43 @@ class Snapshotter:
 
         watcher.build_function(watch)
         self._op = builder.op
+        self._own_nodes = frozenset((builder.op.index, watcher.op.index))
 
     def _hold(self) -> None:
-        """The ``Snapshots`` operator: a capability at the first snapshot this worker has not written yet."""
+        """The ``Snapshots`` operator: a capability at the first snapshot this worker has not written yet, or
+        whose times some operator (on any worker) has not finished with yet."""
         self._sealed = True
         self._merge()
+        self._progressed()
         op, old = self._op, self._held
-        if self._done:
-            if old is not None:
-                op.adjust_held(0, old, -1)
-                self._held = None
-            return
-        new = (self.durable + 1) * self.every
+        new = self._target()
         if old is not None and new != old:
-            op.adjust_held(0, new, 1)
+            if new is not None:
+                op.adjust_held(0, new, 1)
             op.adjust_held(0, old, -1)
             self._held = new
+
+    def _target(self) -> int | None:
+        """Where the ``Snapshots`` capability belongs (``None``: nowhere, all is written and done). A snapshot is
+        complete once written on every worker and once no operator on any worker holds or receives anything at
+        its times: then everything emitted before it was delivered, and nothing is in flight."""
+        if self._done and self.marked == _ALL:
+            return None
+        return (min(self.durable, self.marked) + 1) * self.every
+
+    def _progressed(self) -> None:
+        """Pointstamps changed somewhere in the dataflow: snapshots written may have drained."""
+        if self.drained < self.durable or (self._done and self.drained != _ALL):
+            self._drain()
+
+    def _drain(self) -> None:
+        progress = self.scope.progress
+        assert progress is not None
+        least = progress.tracker.least_pointstamp(self._own_nodes)
+        drained = _ALL if least is None else least // self.every
+        if drained > self.drained:
+            self.drained = drained
+            self._write_soon()
 
     # -- pieces ---------------------------------------------------------------------
 
@@ -383,7 +419,7 @@ class Snapshotter:
             self._write_soon()
 
     def _write_soon(self) -> None:
-        if not self._writing and self._queue:
+        if not self._writing and (self._queue or self.drained > self.marked):
             self._writing = True
             self._op.externally_driven = True  # a write in flight will wake it: the dataflow is not stuck
             self.scope.worker.start_soon(self._write(), name=f"the snapshot writer of {self.scope.describe()}")
@@ -391,13 +427,19 @@ class Snapshotter:
     async def _write(self) -> None:
         dataflow, worker = self.scope.dataflow.name, self.scope.worker.index
         try:
-            while self._queue:
-                lo, hi, chosen = self._queue[0]
-                await self.store.write(dataflow, worker, lo, hi, chosen)
-                self._queue.popleft()
-                self.durable = hi if hi is not None else max(self.durable, lo)
-                if hi is None:
-                    self._done = not self._pieces
+            while self._queue or self.drained > self.marked:
+                if self._queue:
+                    lo, hi, chosen = self._queue[0]
+                    await self.store.write(dataflow, worker, lo, hi, chosen)
+                    self._queue.popleft()
+                    self.durable = hi if hi is not None else max(self.durable, lo)
+                    if hi is None:
+                        self._done = not self._pieces
+                    self._drain()
+                else:
+                    drained = self.drained
+                    await self.store.mark(dataflow, worker, None if drained == _ALL else drained)
+                    self.marked = drained
                 self._activate()
         finally:
             self._writing = False

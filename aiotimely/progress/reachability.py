@@ -474,6 +474,23 @@ class Tracker:
         counts = self._pointstamps[self.graph.loc_id[location]]
         return counts if counts is not None else MutableAntichain(less_equal=self._le)
 
+    def least_pointstamp(self, skip_nodes: frozenset[int] = frozenset()) -> Any:
+        """The least time of any capability or record in flight, at any location but those of ``skip_nodes``
+        (totally ordered times); ``None`` if there is none."""
+        node_of = self.graph.node_of
+        least = None
+        for loc, counts in enumerate(self._pointstamps):
+            if counts is None or node_of[loc] in skip_nodes:
+                continue
+            for t in counts.frontier.elements:
+                if least is None or t < least:
+                    least = t
+        return least
+
+    def has_pending(self) -> bool:
+        """True if count changes wait for :meth:`propagate_all`."""
+        return bool(self._pending)
+
     def tracking_anything(self) -> bool:
         """True while any pointstamp is positive or any change waits for propagation."""
         return bool(self._pending) or self.total_counts > 0

@@ -26,7 +26,7 @@ interest asks for it, so a dormant region's children are never visited.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import GraphError, ProgressError
 from .batch import Progcaster, ProgressBatch
@@ -166,6 +166,8 @@ class Subgraph:
             for _ in range(self.outputs)
         ]
         self._activate: set[int] = set()
+        self.on_pointstamps: Callable[[], None] | None = None
+        """Called after pointstamps changed (a capability or a record in flight, anywhere in the scope)."""
         loc_id = graph.loc_id
         self._edge_ids = [
             [[loc_id[t] for t in graph.edges.get(Source(c, o), ())] for o in range(shape[1])]
@@ -320,7 +322,11 @@ class Subgraph:
                         self.shared.consumeds[port].update(to_outer(t), -d)
                 else:
                     tracker.update_at(lid, t, d)
-        tracker.propagate_all()
+        if tracker.has_pending() and self.on_pointstamps is not None:
+            tracker.propagate_all()
+            self.on_pointstamps()
+        else:
+            tracker.propagate_all()
 
         children = self.children
         activate = self._activate

@@ -31,8 +31,9 @@ from ..errors import RecoveryError
 
 __all__ = ["Recovery"]
 
-FORMAT = "aiotimely snapshots 1"
+FORMAT = "aiotimely snapshots 2"
 _GENERATION = re.compile(r"^g(\d+)-w(\d+)$")
+_ALL = 1 << 62
 
 
 class Recovery:
@@ -94,7 +95,8 @@ class Recovery:
                 db.execute("PRAGMA synchronous=NORMAL")
                 with db:
                     db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value)")
-                    db.execute("CREATE TABLE IF NOT EXISTS dataflows (name TEXT PRIMARY KEY, shape TEXT)")
+                    db.execute("CREATE TABLE IF NOT EXISTS dataflows (name TEXT PRIMARY KEY, shape TEXT, "
+                               "drained INTEGER)")
                     db.execute("CREATE TABLE IF NOT EXISTS snapshots (dataflow TEXT, lo INTEGER, hi INTEGER, "
                                "state BLOB, PRIMARY KEY (dataflow, lo))")
                     db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)",
@@ -144,7 +146,7 @@ class Recovery:
                         f"the recovery directory {writing} has snapshots of a dataflow {dataflow!r} of another "
                         "shape: it is another program's, or this program's dataflow changed; use another "
                         "directory (or move the old one away) to start afresh")
-                own.execute("INSERT OR REPLACE INTO dataflows VALUES (?, ?)", (dataflow, shape))
+                own.execute("INSERT OR REPLACE INTO dataflows VALUES (?, ?, ?)", (dataflow, shape, snapshot or 0))
                 if snapshot is None or self._resumed.get((dataflow, worker)) != writing:
                     own.execute("DELETE FROM snapshots WHERE dataflow = ?", (dataflow,))
                 else:  # continue this generation's records from the snapshot resumed from
@@ -158,6 +160,7 @@ class Recovery:
         """The latest snapshot of ``dataflow`` that every worker of this generation covers, and its shape."""
         ranges: list[list[tuple[int, int | None]]] = []
         shapes = set()
+        drained = 0
         for w in range(workers):
             path = self._file(folder, w)
             if not path.exists():
@@ -166,10 +169,11 @@ class Recovery:
             if db is None:
                 return None
             try:
-                stored = db.execute("SELECT shape FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
+                stored = db.execute("SELECT shape, drained FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
                 if stored is None:
                     return None
                 shapes.add(stored[0])
+                drained = max(drained, _ALL if stored[1] is None else stored[1])
                 ranges.append(db.execute("SELECT lo, hi FROM snapshots WHERE dataflow = ? ORDER BY lo",
                                          (dataflow,)).fetchall())
             finally:
@@ -184,7 +188,8 @@ class Recovery:
             top = max(lo if hi is None else hi for lo, hi in worker_ranges)
             covered = top if covered is None else min(covered, top)
         assert covered is not None
-        return covered, shapes.pop()
+        complete = min(covered, drained)     # written everywhere, and finished with (as one worker saw)
+        return (complete, shapes.pop()) if complete > 0 else None
 
     def _pieces(self, folder: Path, worker: int, workers: int, dataflow: str, snapshot: int) -> dict[str, bytes]:
         db = self._connect(self._file(folder, worker), worker, workers, create=False)
@@ -212,6 +217,20 @@ class Recovery:
         try:
             with db:
                 db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (dataflow, lo, hi, state))
+        finally:
+            db.close()
+
+    async def mark(self, dataflow: str, worker: int, drained: int | None) -> None:
+        path = self._file(self._require_generation(), worker)
+        async with self._lock(worker):
+            await asyncio.to_thread(self._mark, path, dataflow, drained)
+
+    @staticmethod
+    def _mark(path: Path, dataflow: str, drained: int | None) -> None:
+        db = sqlite3.connect(path, timeout=60)
+        try:
+            with db:
+                db.execute("UPDATE dataflows SET drained = ? WHERE name = ?", (drained, dataflow))
         finally:
             db.close()
 

@@ -309,3 +309,25 @@ def test_tracker_names_an_unknown_location():
     tracker = Tracker(graph_of(loop_graph()))
     with pytest.raises(GraphError, match="no location Target.9, 0."):
         tracker.update(Target(9, 0), 0, 1)
+
+
+def test_the_least_pointstamp_counts_capabilities_and_records_in_flight_but_skipped_nodes():
+    b = GraphBuilder(int, name="df")
+    b.add_node(1, 0, 1, name="source")
+    b.add_node(2, 1, 0, name="sink")
+    b.add_node(3, 0, 1, name="snapshots")
+    b.add_edge(Source(1, 0), Target(2, 0))
+    tracker = Tracker(b.build())
+    assert tracker.least_pointstamp() is None
+    tracker.update(Source(3, 0), 1, 1)          # skipped: the snapshots' own capability
+    tracker.update(Source(1, 0), 7, 1)
+    tracker.update(Target(2, 0), 4, 2)          # records in flight to the sink
+    tracker.propagate_all()
+    assert tracker.least_pointstamp(frozenset({3})) == 4
+    assert tracker.least_pointstamp() == 1
+    tracker.update(Target(2, 0), 4, -2)
+    tracker.propagate_all()
+    assert tracker.least_pointstamp(frozenset({3})) == 7
+    tracker.update(Source(1, 0), 7, -1)
+    tracker.propagate_all()
+    assert tracker.least_pointstamp(frozenset({3})) is None

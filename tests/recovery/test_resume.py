@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 import aiotimely as at
+from aiotimely.connectors import to_async
 from aiotimely.recovery import Recovery
 
 RECORDS = 600
@@ -250,3 +251,51 @@ def test_a_notificator_keeps_its_pending_times(tmp_path):
     assert (40, 8 * PER_TIME) not in seen
     run(windows_factory(None, seen, pace=0.002), tmp_path, workers=2, every=8)
     assert sorted(set(seen)) == sorted(truth)               # every window, counted once in full
+
+
+def deliveries_factory(crash_at: int | None, delivered: list):
+    """Numbers from a source keeping its position, delivered by a slow async call (one at a time)."""
+
+    async def deliver(time, records):
+        await asyncio.sleep(0.005)
+        if crash_at is not None and crash_at in records:
+            raise RuntimeError(f"crashed at {crash_at}")
+        delivered.extend(records)
+
+    def build(worker: at.Worker) -> None:
+        def make(scope):
+            to_async(at.source(scope, "Numbers", numbers_at_once(worker)), deliver, max_in_flight=1)
+
+        worker.dataflow(make, name="deliveries")
+
+    return build
+
+
+def numbers_at_once(worker):
+    async def numbers(output, cap):
+        position = output.keyed_state("position", dict)
+        if worker.index != 0:
+            cap.drop()
+            return
+        cap.downgrade(output.resume_time())
+        n = position.get(0, 0)
+        while n < RECORDS:
+            if n // PER_TIME > cap.time:
+                cap.downgrade(n // PER_TIME)
+            output.session(cap).give_many(range(n, n + PER_TIME))
+            n += PER_TIME
+            position[0] = n
+            await asyncio.sleep(0)
+        cap.drop()
+
+    return numbers
+
+
+def test_a_snapshot_is_complete_only_once_what_came_before_it_is_delivered(tmp_path):
+    # the source runs far ahead of the deliveries; a snapshot of its position is no use until they catch up
+    delivered: list = []
+    with pytest.raises(at.DataflowError, match="crashed at 300"):
+        run(deliveries_factory(300, delivered), tmp_path)
+    assert sorted(delivered) == list(range(300))
+    run(deliveries_factory(None, delivered), tmp_path)
+    assert set(delivered) == set(range(RECORDS))            # nothing lost; repeated only what came again
