@@ -426,7 +426,7 @@ class OperatorOutput:
         """A value this operator keeps on this worker: ``initial()``, or, when a recoverable dataflow resumes,
         the value saved in the snapshot resumed from; saved at every snapshot. It belongs to this worker and
         cannot move to another number of workers (use :meth:`keyed_state` for that). Declare it at the start
-        of the logic, and change it only while applying complete times in order (``input.by_time()``)."""
+        of the logic, and change it only while applying complete times in order (``input.time_order()``)."""
         return self._port.op.keep(name, initial)
 
     def keyed_state(self, name: str, initial: Callable[[], T]) -> T:

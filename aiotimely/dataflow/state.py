@@ -4,21 +4,24 @@
 before ``k * every`` had been processed, and none at a later time: each stateful
 operator's state after it applied exactly those times, and each source's position
 from which every later record comes again. Frontiers make this cut cheap: an
-operator that applies complete times in order (:meth:`InputPort.by_time
-<aiotimely.dataflow.ports.InputPort.by_time>`) has, just before it applies time
+operator that applies complete times in order (:meth:`InputPort.time_order
+<aiotimely.dataflow.ports.InputPort.time_order>`) has, just before it applies time
 ``t``, its state as of every cut ``c <= t``; so it reports that state for the
 snapshots between its last report and ``t`` (one piece covering a range of
 snapshots: time may jump). Operators that keep nothing across times (map, count,
 accumulate: their partial results are for times not yet complete, which a resumed
 run reproduces) take no part.
 
-**A snapshot** is complete on a worker once every operator that keeps state there
+**A snapshot** is written on a worker once every operator that keeps state there
 reported a piece covering it; the worker's :class:`Snapshotter` writes it to the
-:class:`StateStore` (off the event loop, in order), and a small operator of the
-dataflow, ``Snapshots``, holds a capability at the first snapshot not yet written:
-its frontier, which progress tracking makes global, says which snapshots are
-complete on every worker of every process. Only those are resumed from, and only
-those let sources commit (Kafka offsets).
+:class:`StateStore` (off the event loop, in order). It is *complete* once it is
+written on every worker and no operator on any worker holds a capability or has
+records in flight at its times any more (everything before it was processed and
+delivered: progress tracking knows this on every worker, and the store keeps it as
+a "drained" mark). A small operator of the dataflow, ``Snapshots``, holds a
+capability at the first snapshot not yet both written and drained: its frontier,
+global by progress tracking, says which snapshots are complete everywhere. Only
+those are resumed from, and only those let sources commit (Kafka offsets).
 
 **Resume.** Started with the same store, a dataflow of the same shape finds the
 latest snapshot complete everywhere; each operator's kept values come back as it
