@@ -9,10 +9,9 @@ import pytest
 
 import aiotimely as at
 from aiotimely.connectors import to_async
-from aiotimely.recovery import Recovery
 
-RECORDS = 600
-PER_TIME = 10
+from .common import PER_TIME, RECORDS, crashing, final_sums, numbers_source, run, running_sums
+
 JUMP = 4
 
 
@@ -21,62 +20,13 @@ def build_factory(crash_at: int | None, outputs: list, pace: float = 0.0):
     (kept by key, applied time by time), and a sink that remembers ``(time, key, sum)``."""
 
     def build(worker: at.Worker) -> None:
-        async def numbers(output, cap):
-            position = output.keyed_state("position", dict)     # one source: key 0 lives on worker 0
-            if worker.index != 0:
-                cap.drop()
-                return
-            start = output.resume_time()
-            cap.downgrade(start)
-            n = position.get(0, 0)
-            while n < RECORDS:
-                for _ in range(min(JUMP, (RECORDS - n) // PER_TIME)):   # several times per activation
-                    time = n // PER_TIME
-                    if time > cap.time:
-                        cap.downgrade(time)
-                    output.session(cap).give_many(range(n, n + PER_TIME))
-                    n += PER_TIME
-                    position[0] = n
-                await asyncio.sleep(pace)
-            cap.drop()
-
-        def crash(x):
-            if crash_at is not None and x == crash_at:
-                raise RuntimeError(f"crashed at {x}")
-            return x
-
         def make(scope):
-            keyed = at.source(scope, "Numbers", numbers).map(crash).map(lambda x: (x % 7, x))
-
-            @keyed.unary_frontier(exchange=lambda kv: kv[0], name="RunningSum")
-            async def running_sum(input, output, cap):
-                cap.drop()
-                sums = input.keyed_state("sums", dict)
-                order = input.time_order()
-                async for _ in input.activations():
-                    for time, records in order.ready():
-                        touched = set()
-                        for key, x in records:
-                            sums[key] = sums.get(key, 0) + x
-                            touched.add(key)
-                        output.session(time).give_many((time.time, key, sums[key]) for key in sorted(touched))
-
-            running_sum.inspect(outputs.append)
+            numbers = at.source(scope, "Numbers", numbers_source(worker, jump=JUMP, pace=pace))
+            running_sums(numbers.map(crashing(crash_at)).map(lambda x: (x % 7, x))).inspect(outputs.append)
 
         worker.dataflow(make, name="sums")
 
     return build
-
-
-def final_sums(outputs: list) -> dict:
-    by_key_time = {}
-    for time, key, total in outputs:
-        assert by_key_time.setdefault((time, key), total) == total, "a repeated output differs"
-    return by_key_time
-
-
-def run(build, tmp_path, workers=1, every=3):
-    return at.execute(build, workers=workers, recovery=Recovery(tmp_path / "state", every=every), loop="asyncio")
 
 
 def test_a_crash_and_a_resume_give_what_a_crash_free_run_gives(tmp_path):
@@ -132,25 +82,8 @@ def delays_factory(crash_at: int | None, outputs: list, pace: float = 0.0):
     """The same source into delay (each record 5 times later) and reclock (released at multiples of 7)."""
 
     def build(worker: at.Worker) -> None:
-        async def numbers(output, cap):
-            position = output.keyed_state("position", dict)
-            cap.downgrade(output.resume_time())
-            n = position.get(0, 0)
-            while n < RECORDS:
-                for _ in range(min(JUMP, (RECORDS - n) // PER_TIME)):
-                    if n // PER_TIME > cap.time:
-                        cap.downgrade(n // PER_TIME)
-                    if crash_at is not None and n >= crash_at:
-                        await asyncio.sleep(0.3)    # the snapshots catch up with the frontier: then crash
-                        raise RuntimeError(f"crashed at {n}")
-                    output.session(cap).give_many(range(n, n + PER_TIME))
-                    n += PER_TIME
-                    position[0] = n
-                await asyncio.sleep(pace)
-            cap.drop()
-
         def make(scope):
-            numbers_ = at.source(scope, "Numbers", numbers)
+            numbers_ = at.source(scope, "Numbers", numbers_source(worker, jump=JUMP, pace=pace, crash_at=crash_at))
             delayed = numbers_.delay(lambda x, t: t + 5).map(lambda x: ("delayed", x))
             clock = numbers_.filter(lambda x: x % (7 * PER_TIME) == 0).map(lambda x: x // PER_TIME) \
                 .delay(lambda x, t: x)
@@ -200,27 +133,10 @@ def windows_factory(crash_at: int | None, outputs: list, pace: float = 0.0):
     notificator to be told when each window ends."""
 
     def build(worker: at.Worker) -> None:
-        async def numbers(output, cap):
-            position = output.keyed_state("position", dict)
-            if worker.index != 0:
-                cap.drop()
-                return
-            cap.downgrade(output.resume_time())
-            n = position.get(0, 0)
-            while n < RECORDS:
-                if n // PER_TIME > cap.time:
-                    cap.downgrade(n // PER_TIME)
-                if crash_at is not None and n >= crash_at:
-                    await asyncio.sleep(0.3)        # the snapshots catch up with the frontier: then crash
-                    raise RuntimeError(f"crashed at {n}")
-                output.session(cap).give_many(range(n, n + PER_TIME))
-                n += PER_TIME
-                position[0] = n
-                await asyncio.sleep(pace)
-            cap.drop()
-
         def make(scope):
-            @at.source(scope, "Numbers", numbers).unary_notify(exchange=lambda x: 0, name="Windows")
+            numbers = at.source(scope, "Numbers", numbers_source(worker, pace=pace, crash_at=crash_at))
+
+            @numbers.unary_notify(exchange=lambda x: 0, name="Windows")
             async def windows(input, output, notificator):
                 counts = input.keyed_state("counts", dict)     # window end -> count
                 order = input.time_order()
@@ -264,31 +180,11 @@ def deliveries_factory(crash_at: int | None, delivered: list):
 
     def build(worker: at.Worker) -> None:
         def make(scope):
-            to_async(at.source(scope, "Numbers", numbers_at_once(worker)), deliver, max_in_flight=1)
+            to_async(at.source(scope, "Numbers", numbers_source(worker)), deliver, max_in_flight=1)
 
         worker.dataflow(make, name="deliveries")
 
     return build
-
-
-def numbers_at_once(worker):
-    async def numbers(output, cap):
-        position = output.keyed_state("position", dict)
-        if worker.index != 0:
-            cap.drop()
-            return
-        cap.downgrade(output.resume_time())
-        n = position.get(0, 0)
-        while n < RECORDS:
-            if n // PER_TIME > cap.time:
-                cap.downgrade(n // PER_TIME)
-            output.session(cap).give_many(range(n, n + PER_TIME))
-            n += PER_TIME
-            position[0] = n
-            await asyncio.sleep(0)
-        cap.drop()
-
-    return numbers
 
 
 def test_a_snapshot_is_complete_only_once_what_came_before_it_is_delivered(tmp_path):

@@ -10,10 +10,8 @@ import pytest
 
 import aiotimely as at
 from aiotimely.connectors import EventTime, WallClock, from_aiter
-from aiotimely.recovery import Recovery
 
-RECORDS = 600
-
+from .common import RECORDS, crashing, final_sums, run, running_sums
 
 async def numbers(start: int = 0, stop: int = RECORDS, step: int = 1, pace: float = 0.0):
     """``start, start+step, ...`` in batches of 10 (the iterator waits between them)."""
@@ -24,55 +22,32 @@ async def numbers(start: int = 0, stop: int = RECORDS, step: int = 1, pace: floa
 
 
 def sums_factory(make_source, crash_at: int | None, outputs: list):
-    """``make_source(scope, worker)`` into a running sum per key (kept by key, in time order), and the sums at
-    every time into ``outputs``; a record ``crash_at`` fails the computation."""
+    """``make_source(scope, worker)`` into a running sum per key, its outputs into ``outputs``; a record
+    ``crash_at`` fails the computation."""
 
     def build(worker: at.Worker) -> None:
-        def crash(x):
-            if x == crash_at:
-                raise RuntimeError(f"crashed at {x}")
-            return x
-
         def make(scope):
-            keyed = make_source(scope, worker).map(crash).map(lambda x: (x % 7, x))
-
-            @keyed.unary_frontier(exchange=lambda kv: kv[0], name="RunningSum")
-            async def running_sum(input, output, cap):
-                cap.drop()
-                sums = input.keyed_state("sums", dict)
-                order = input.time_order()
-                async for _ in input.activations():
-                    for time, records in order.ready():
-                        for key, x in records:
-                            sums[key] = sums.get(key, 0) + x
-                        output.session(time).give_many(sorted(sums.items()))
-
-            running_sum.inspect(outputs.append)
+            keyed = make_source(scope, worker).map(crashing(crash_at)).map(lambda x: (x % 7, x))
+            running_sums(keyed).inspect(outputs.append)
 
         worker.dataflow(make, name="sums")
 
     return build
 
 
-def run(build, tmp_path, workers=1, every=2):
-    return at.execute(build, workers=workers, recovery=Recovery(tmp_path / "state", every=every), loop="asyncio")
-
-
 def crash_and_resume(make_source, tmp_path, crash_at=400, workers=(1, 1)):
-    """The final sums of a crash-free run, and of a run crashed at ``crash_at`` then resumed; and how many
-    records the resumed run saw."""
+    """The sums of a crash-free run, and of a run crashed at ``crash_at`` then resumed."""
     truth: list = []
     at.execute(sums_factory(make_source, None, truth), workers=workers[0], loop="asyncio")
     seen: list = []
     with pytest.raises(at.DataflowError, match=f"crashed at {crash_at}"):
         run(sums_factory(make_source, crash_at, seen), tmp_path, workers=workers[0])
-    crashed = len(seen)
     run(sums_factory(make_source, None, seen), tmp_path, workers=workers[1])
-    return dict(truth), dict(seen), len(seen) - crashed
+    return final_sums(truth), final_sums(seen)
 
 
 def test_an_iterator_read_again_from_its_start_skips_what_was_read(tmp_path):
-    truth, seen, _ = crash_and_resume(lambda scope, w: from_aiter(scope, numbers(pace=0.002), resume="skip"),
+    truth, seen = crash_and_resume(lambda scope, w: from_aiter(scope, numbers(pace=0.002), resume="skip"),
                                       tmp_path)
     assert seen == truth
 
@@ -84,7 +59,7 @@ def test_an_iterator_reopened_at_its_position(tmp_path):
         reopened.append(n)
         return numbers(start=n)
 
-    truth, seen, _ = crash_and_resume(
+    truth, seen = crash_and_resume(
         lambda scope, w: from_aiter(scope, numbers(pace=0.002), resume=reopen), tmp_path)
     assert seen == truth
     assert len(reopened) == 1 and 0 < reopened[0] <= 400      # read on from the snapshot, not from the start
@@ -94,7 +69,7 @@ def test_one_iterator_per_worker_resumes_on_as_many_workers(tmp_path):
     def source(scope, worker):
         return from_aiter(scope, lambda index, peers: numbers(index, RECORDS, peers, pace=0.002), resume="skip")
 
-    truth, seen, _ = crash_and_resume(source, tmp_path, crash_at=401, workers=(2, 2))
+    truth, seen = crash_and_resume(source, tmp_path, crash_at=401, workers=(2, 2))
     assert seen == truth
     with pytest.raises(at.RecoveryError, match="reads one iterator per worker, and its snapshot was made by 2 "
                                                "workers: it resumes only on 2 workers"):
@@ -113,7 +88,7 @@ def test_event_time_sent_ahead_of_the_cut_is_sent_again(tmp_path):
     def source(scope, worker):
         return from_aiter(scope, shuffled(0.002), time=EventTime(lambda x: x // 5, lateness=2), resume="skip")
 
-    truth, seen, _ = crash_and_resume(source, tmp_path)
+    truth, seen = crash_and_resume(source, tmp_path)
     assert seen == truth
 
 
