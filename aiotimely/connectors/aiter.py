@@ -225,18 +225,18 @@ def from_aiter(
     worker = scope.worker
     snapshotter = scope.dataflow.snapshotter
     partitioned = callable(iterator) and not hasattr(iterator, "__anext__")
+    where = f"{name!r} in {scope.describe()}"
+    if resume is not None and not callable(resume) and resume not in ("skip", "live"):
+        raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
+    if callable(resume) and partitioned:
+        raise ValueError(f"from_aiter {where}: resume= a function works with one iterator; with one per "
+                         "worker use 'skip' or 'live'")
     if snapshotter is not None:
-        where = f"{name!r} in {scope.describe()}"
         if resume is None:
             raise RecoveryError(
                 f"from_aiter {where} is in a recoverable dataflow: say how it resumes with resume='skip' (the "
                 "iterator yields the same records from its start each run), resume='live' (a live feed), or "
                 "resume=a function n -> an async iterator of what follows the first n records")
-        if not callable(resume) and resume not in ("skip", "live"):
-            raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
-        if callable(resume) and partitioned:
-            raise ValueError(f"from_aiter {where}: resume= a function works with one iterator; with one per "
-                             "worker use 'skip' or 'live'")
         restored = snapshotter.restored
         if partitioned and restored is not None and restored.peers != worker.peers:
             raise RecoveryError(

@@ -138,3 +138,11 @@ def test_the_spark_ingress_is_refused_in_a_recoverable_dataflow(tmp_path):
 
     with pytest.raises(at.RecoveryError, match="cannot be in a recoverable dataflow yet"):
         run(build, tmp_path)
+
+
+def test_a_resume_that_is_not_one_of_the_three_is_refused():
+    def build(worker):
+        worker.dataflow(lambda scope: from_aiter(scope, numbers(), resume="again"), name="plain")
+
+    with pytest.raises(ValueError, match="resume must be 'skip', 'live' or a function, not 'again'"):
+        at.execute(build, loop="asyncio")
