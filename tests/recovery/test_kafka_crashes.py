@@ -147,3 +147,5 @@ asyncio.run(write_slowly({broker.bootstrap!r}, "clicks", 12.0))
         windows = asyncio.run(read_windows(broker.bootstrap, "counts"))
     check(windows)
     assert sum(truth().values()) == CLICKS
+    print(f"{kills} kills: {len(windows)} window records written for {len(truth())} windows "
+          f"({len(windows) - len(truth())} written again, with the same counts)")
