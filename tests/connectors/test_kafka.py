@@ -70,13 +70,23 @@ def test_kafka_to_kafka_on_two_workers_commits_everything(broker):
     broker.create_topic("out")
     asyncio.run(produce(broker.bootstrap, "in", [f"v{i}".encode() for i in range(600)]))
 
+    everything = asyncio.Event()        # both workers run on one event loop: the sources stop once all is read
+    total = [0]
+
     def build(worker):
         probe = at.ProbeHandle()
         read = []
 
+        def count(record):
+            read.append((worker.index, record.partition))
+            total[0] += 1
+            if total[0] == 600:
+                everything.set()
+
         def make(scope):
-            records = kafka.source(scope, broker.bootstrap, "in", group_id="g", commit=probe, idle_timeout=1.0)
-            records.inspect(lambda r: read.append((worker.index, r.partition)))
+            records = kafka.source(scope, broker.bootstrap, "in", group_id="g", commit=probe, stop=everything,
+                                   idle_timeout=30.0)
+            records.inspect(count)
             kafka.sink(records.map(lambda r: r.value.upper()), broker.bootstrap, "out").probe_with(probe)
 
         worker.dataflow(make)
