@@ -18,6 +18,8 @@ from .dataflow import Notificator as Notificator
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
+from .dataflow import TimedOrder as TimedOrder
+from .dataflow import TimeOrder as TimeOrder
 from .dataflow import replay as replay
 from .dataflow import source as source
 from .dataflow import to_stream as to_stream
@@ -49,7 +51,7 @@ __all__ = [
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
-    "Timestamp",
+    "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream",
 ]

@@ -60,6 +60,12 @@ class Stream(StreamCore):
         """Call ``fn(time, x)`` on each record, passing records on unchanged."""
         return maplike.inspect_time(self, fn)
 
+    def timed(self, time_of: Callable[[Any], Any] | None = None) -> Stream:
+        """Each record ``x`` as a timed record ``(t, x)``: ``t = time_of(x)`` (not earlier than its batch's
+        time), or the batch's time. Timed records travel in batches at coarser times and are read by time
+        with ``input.timed_order()``; :meth:`settle` turns them back into records at their own times."""
+        return maplike.timed(self, time_of)
+
     # -- routing ----------------------------------------------------------------------
 
     def exchange(self, key: Callable[[Any], Any]) -> Stream:
@@ -96,6 +102,10 @@ class Stream(StreamCore):
     def delay_batch(self, fn: Callable[[Any], Any]) -> Stream:
         """Move each batch at ``time`` to ``fn(time)`` (not earlier), released once complete."""
         return temporal.delay_batch(self, fn)
+
+    def settle(self) -> Stream:
+        """A timed stream's records ``(t, x)`` as ``x`` at time ``t``, each once ``t`` is complete."""
+        return temporal.settle(self)
 
     def accumulate(self, init: Any, fn: Callable[[Any, list[Any]], Any]) -> Stream:
         """Per time, fold batches with ``acc = fn(acc, records)`` from ``init``; emit ``acc`` once the

@@ -54,7 +54,7 @@ def test_latency_quick_run_delivers_every_word_for_every_idiom():
     from benchmarks import latency
 
     results = latency.main(["--quick"])      # word_latency asserts one count per word
-    assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks"}
+    assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks", "timed"}
     assert all(r["ticks"] > 0 for r in results["chains"])
 
 

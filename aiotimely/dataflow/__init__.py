@@ -20,6 +20,9 @@ from .ports import Activator as Activator
 from .ports import InputPort as InputPort
 from .ports import OperatorInput as OperatorInput
 from .ports import OperatorOutput as OperatorOutput
+from .ports import Session as Session
+from .ports import TimedOrder as TimedOrder
+from .ports import TimeOrder as TimeOrder
 from .scope import Dataflow as Dataflow
 from .scope import Scope as Scope
 from .stream import StreamCore as StreamCore
@@ -27,5 +30,6 @@ from .stream import StreamCore as StreamCore
 __all__ = [
     "Activator", "Capability", "CapabilityRef", "Captured", "Dataflow", "FrontierNotificator", "InputHandle",
     "InputPort", "LoopHandle", "Messages", "Notificator", "OperatorBuilder", "OperatorInput", "OperatorOutput",
-    "ProbeHandle", "Progress", "Scope", "StreamCore", "concatenate", "replay", "source", "to_stream",
+    "ProbeHandle", "Progress", "Scope", "Session", "StreamCore", "TimeOrder", "TimedOrder", "concatenate",
+    "replay", "source", "to_stream",
 ]

@@ -58,11 +58,13 @@ class OperatorBuilder:
         broadcast: bool = False,
         interest: FrontierInterest = FrontierInterest.NEVER,
         connection: dict[int, Any] | None = None,
+        attach: bool = True,
     ) -> InputPort:
         """An input fed by ``stream``: on this worker, by ``exchange`` (a key) over all workers, or to all.
 
         ``connection`` maps outputs to the summary of the path from this input to
-        them (default: every output, unchanged).
+        them (default: every output, unchanged). ``attach=False`` leaves the channel's
+        pusher off the stream: the caller feeds the input another way (a fused stage).
         """
         op, scope = self.op, self.scope
         port = len(op.inputs)
@@ -74,7 +76,8 @@ class OperatorBuilder:
         self._check_open()
         scope.add_edge(stream.source, Target(op.index, port))
         pusher, mailbox = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame)
-        stream.attach(pusher)
+        if attach:
+            stream.attach(pusher)
         inp = InputPort(op, port, mailbox)
         op.inputs.append(inp)
         self._connections.append(connection)

@@ -112,6 +112,16 @@ class InputHandle:
             self._seal()
         self._wake()
 
+    def send_at(self, time: Any, record: Any) -> None:
+        """Introduce a timed record, ``(time, record)``, in a batch at the current time: it carries its own
+        ``time``, not earlier than the current one (see :meth:`InputPort.timed_order`)."""
+        cap = self._check_open("send")
+        if not cap._op.ttype.less_equal(cap.time, time):
+            raise CapabilityError(f"cannot send a record at time {time!r} through the InputHandle of "
+                                  f"{cap._op.describe()}: its current time is {cap.time!r}, and a timed record's "
+                                  "time must not be earlier")
+        self.send((time, record))
+
     async def asend(self, record: Any) -> None:
         """:meth:`send`, then wait while more than :data:`BUFFERED` records wait in the handle."""
         self.send(record)

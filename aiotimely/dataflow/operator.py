@@ -312,7 +312,7 @@ class OperatorRuntime:
         if signal is ACTIVATION:
             return
         if signal is None:  # a bare yield, as asyncio.sleep(0) does: run again next round
-            self.worker.activate(self.path)
+            self.worker.activate_later(self.path)
             return
         if getattr(signal, "_asyncio_future_blocking", None) is not None:
             signal._asyncio_future_blocking = False

@@ -29,6 +29,7 @@ __all__ = [
     "InputPort",
     "OperatorInput",
     "TimeOrder",
+    "TimedOrder",
     "OutputPort",
     "Session",
     "OperatorOutput",
@@ -180,6 +181,18 @@ class InputPort:
         snapshot-able: between two times it is the state as of a cut, and that is when it is saved."""
         return TimeOrder([self])
 
+    def timed_order(self) -> TimedOrder:
+        """For a timed stream (records ``(time, record)`` sent with :meth:`Session.give_at`): hold the records
+        until their own time is complete, then hand them over time by time, in order, with one capability
+        to send timed output at those times::
+
+            order = input.timed_order()
+            async for _ in input.activations():
+                for time, records in order.ready():
+                    order.session(output).give_many_at(time, ...)   # timed output, at the record's time
+        """
+        return TimedOrder(self)
+
     def activations(self) -> AsyncIterator[None]:
         """Iterate once per activation of the operator; stops after the operator saw every input complete.
 
@@ -253,6 +266,111 @@ class TimeOrder:
         return sorted(self._pending)
 
 
+class TimedOrder:
+    """:meth:`InputPort.timed_order`: a timed stream's records by their own times, handed over once complete.
+
+    Every record of a timed stream carries its time, not earlier than the time of the batch it came in; so
+    once the input frontier has passed a record's time, no record at that time can come any more. The
+    order keeps one capability per minimal pending time (one, for totally ordered times), moved once per
+    activation to the earliest time still pending: many record times cost one capability, one batch and
+    one progress update, not one each.
+    """
+
+    __slots__ = ("_port", "_pending", "_held", "_le", "_total", "_sessions")
+
+    def __init__(self, port: InputPort) -> None:
+        self._port = port
+        self._pending: dict[Any, list[Any]] = {}
+        self._held: list[Capability] = []
+        self._sessions: dict[tuple[int, int], Session] = {}   # (output, held index) -> session, until it moves
+        ttype = port._op.ttype
+        self._le = ttype.less_equal
+        self._total = ttype.totally_ordered
+
+    def ready(self) -> Iterator[tuple[Any, list[Any]]]:
+        """Take what arrived; then each complete record time, in order, with its records. Inside the loop,
+        :meth:`session` sends timed output at the times handed over; after it, the capability moves to the
+        earliest time still pending (or is dropped)."""
+        port, pending, held, le = self._port, self._pending, self._held, self._le
+        op = port._op
+        for ref, batch in port.drain():
+            if not any(le(cap._time, ref.time) for cap in held):
+                for cap in [cap for cap in held if le(ref.time, cap._time)]:
+                    held.remove(cap)
+                    cap.drop()
+                held.append(ref.retain())
+                self._sessions.clear()
+            for time, record in batch:
+                records = pending.get(time)
+                if records is None:
+                    pending[time] = [record]
+                else:
+                    records.append(record)
+        if not pending:
+            self._settle()
+            return
+        frontier = list(port.frontier)
+        if self._total:
+            due = sorted(pending) if not frontier else sorted(t for t in pending if t < frontier[0])
+        else:
+            due = sorted(t for t in pending if not port.less_equal(t))
+        for time in due:
+            op.cut(time)  # every time before this one is applied, and none after
+            yield time, pending.pop(time)
+        if frontier:
+            if self._total:
+                op.cut(frontier[0])
+        elif not pending and op.participant is not None:
+            op.participant.finish()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Hold capabilities at the minimal pending times only."""
+        held, pending = self._held, self._pending
+        self._sessions.clear()
+        if not pending:
+            for cap in held:
+                cap.drop()
+            held.clear()
+            return
+        if self._total:
+            least = min(pending)
+            if held[0]._time != least:
+                held[0].downgrade(least)
+            return
+        le = self._le
+        minimal = [t for t in pending if not any(le(u, t) and u != t for u in pending)]
+        new = [next(cap for cap in held if le(cap._time, t)).delayed(t) for t in minimal]
+        for cap in held:
+            cap.drop()
+        held[:] = new
+
+    def capability(self, time: Any = None) -> Capability:
+        """The capability held at or before ``time`` (with totally ordered times, the one held): valid inside
+        the loop over :meth:`ready` for the times handed over; ``cap.delayed(t)`` keeps a time longer."""
+        le = self._le
+        for cap in self._held:
+            if time is None or le(cap._time, time):
+                return cap
+        raise CapabilityError(f"{self._port._op.describe()}: the timed order holds no time at or before "
+                              f"{time!r}: use it inside the loop over ready()")
+
+    def session(self, output: OperatorOutput, time: Any = None) -> Session:
+        """A session on ``output`` for timed output at the times being handed over (or later); with times
+        that are not totally ordered, say which ``time`` it is for."""
+        if time is None and self._held:
+            key = (output._port.index, 0)
+            session = self._sessions.get(key)
+            if session is None:
+                session = self._sessions[key] = output.session(self._held[0])
+            return session
+        return output.session(self.capability(time))
+
+    def pending(self) -> list[Any]:
+        """The record times held, not yet complete."""
+        return sorted(self._pending)
+
+
 class _Activations:
     """One step per activation; a step comes at once when something arrived that the logic has not seen
     (input waiting, a frontier change, an activator's call), even if it arrived while the logic awaited
@@ -310,9 +428,13 @@ class OutputPort:
         push_to_all(self.pushers, time, batch)
 
     def _switch(self, session: Session) -> None:
+        owner = self._owner
         if self._buffer:
+            if owner is not None and owner._cap is session._cap and owner._time == session._time:
+                self._owner = session  # another session for the same capability: the batch goes on
+                return
             self.flush()
-        elif self._owner is None:
+        elif owner is None:
             self.op._dirty_ports.append(self)
         self._owner = session
         self._time = session._time
@@ -377,10 +499,43 @@ class Session:
         if len(buffer) >= BATCH_SIZE:
             self._port.flush()
 
+    def give_at(self, time: Any, record: Any) -> None:
+        """Send ``record`` as a timed record, ``(time, record)``: it carries its own time, not earlier than the
+        session's (a timed stream: read it with :meth:`InputPort.timed_order`)."""
+        if not self._port.op.ttype.less_equal(self._time, time):
+            raise self._too_early(time)
+        self.give((time, record))
+
+    def give_many_at(self, time: Any, records: Any) -> None:
+        """Send every record of an iterable as a timed record at ``time``."""
+        if not self._port.op.ttype.less_equal(self._time, time):
+            raise self._too_early(time)
+        self.give_many([(time, record) for record in records])
+
+    def give_timed(self, pairs: list[tuple[Any, Any]]) -> None:
+        """Send ``(time, record)`` pairs as timed records, none earlier than the session's time."""
+        ttype = self._port.op.ttype
+        if ttype.totally_ordered:
+            if pairs and min(pairs, key=_first)[0] < self._time:
+                raise self._too_early(min(pairs, key=_first)[0])
+        else:
+            for time, _ in pairs:
+                if not ttype.less_equal(self._time, time):
+                    raise self._too_early(time)
+        self.give_many(pairs)
+
+    def _too_early(self, time: Any) -> CapabilityError:
+        return CapabilityError(f"{self._port.op.describe()}: cannot send a record at time {time!r} in a batch at "
+                               f"{self._time!r}: a timed record's time must not be earlier than its batch's")
+
     def flush(self) -> None:
         """Hand buffered records on now (the worker does this when the operator yields)."""
         if self._port._owner is self:
             self._port.flush()
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
 
 
 class OperatorOutput:

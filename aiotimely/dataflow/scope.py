@@ -103,6 +103,9 @@ class Scope(Generic[S]):
         self._pending: set[int] = set()
         self._incomplete: set[int] = set()
         self._loops: list[LoopHandle] = []
+        self.stages_ran: list[int] = []
+        """The fused stages (:mod:`.fusion`) that ran inside the child running now: their progress is
+        collected with the child's."""
         self._inbox: Any = None
         self._activate: Callable[[], None] = lambda: None
 
@@ -279,6 +282,11 @@ class Scope(Generic[S]):
             else:
                 incomplete.discard(c)
             sub.extract(c)
+            ran = self.stages_ran
+            if ran:
+                for stage in dict.fromkeys(ran):
+                    sub.extract(stage)
+                ran.clear()
             if pending:
                 for other in pending:
                     if other > c:

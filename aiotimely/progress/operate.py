@@ -93,6 +93,12 @@ class Operate(Protocol):
     @property
     def shared(self) -> SharedProgress: ...
 
+    @property
+    def transparent(self) -> bool:
+        """True for an operator that passes its one input to its one output unchanged and does not watch
+        its input frontier: the tracker may skip it (see :class:`~aiotimely.progress.reachability.Tracker`)."""
+        ...
+
 
 class OperatorProgress:
     """The progress side of an ordinary operator (a leaf of the scope tree).
@@ -103,6 +109,8 @@ class OperatorProgress:
     """
 
     local = True
+    transparent = False
+    """Set by operators fused into their producer's pushes (see :mod:`aiotimely.dataflow.fusion`)."""
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ class GraphBuilder:
         self._connectivity: dict[int, Connectivity] = {0: [{} for _ in range(outputs)]}
         self._names: dict[int, str] = {0: name}
         self._edges: list[tuple[Source, Target]] = []
+        self._transparent: set[int] = set()
 
     def add_node(
         self,
@@ -63,6 +64,7 @@ class GraphBuilder:
         connectivity: Sequence[Mapping[int, Any]] | None = None,
         *,
         name: str | None = None,
+        transparent: bool = False,
     ) -> None:
         """Add operator ``index`` with its port counts and internal path summaries.
 
@@ -70,6 +72,10 @@ class GraphBuilder:
         output: one summary, a list of them, or an :class:`Antichain`. A missing
         output means no path. ``None`` connects every input to every output with
         the identity summary, as most operators do.
+
+        ``transparent=True`` says the operator has one input, passes it to one output
+        unchanged, and does not watch its input frontier: the tracker lets frontier
+        changes hop over it (see :class:`Tracker`).
         """
         where = self._where(index, name)
         if type(index) is not int or index < 1:
@@ -112,6 +118,13 @@ class GraphBuilder:
                     if chain:
                         row[o] = chain
                 conn.append(row)
+        if transparent:
+            identity = [ttype.identity]
+            if (inputs, outputs) != (1, 1) or set(conn[0]) != {0} or list(conn[0][0]) != identity:
+                raise GraphError(
+                    f"{where}: only an operator with one input passed unchanged to one output can be transparent"
+                )
+            self._transparent.add(index)
         self._shape[index] = (inputs, outputs)
         self._connectivity[index] = conn
         self._names[index] = name or f"operator {index}"
@@ -153,7 +166,7 @@ class GraphBuilder:
                 )
             fed_by[target] = source
         graph = Graph(self.ttype, self.name, [shape[i] for i in indices], [self._connectivity[i] for i in indices],
-                      [self._names[i] for i in indices], self._edges)
+                      [self._names[i] for i in indices], self._edges, frozenset(self._transparent))
         cycle = graph._non_advancing_cycle()
         if cycle:
             path = " -> ".join(f"{loc!r} ({self._describe(loc.node)})" for loc in cycle)
@@ -187,6 +200,7 @@ class Graph:
         connectivity: list[Connectivity],
         names: list[str],
         edges: Iterable[tuple[Source, Target]],
+        transparent: frozenset[int] = frozenset(),
     ) -> None:
         self.ttype = ttype
         self.name = name
@@ -234,6 +248,85 @@ class Graph:
         ]
         self.scope_summary: Connectivity = [self._output_summaries[i] for i in source_ids[0]]
         """Per scope input: scope output -> antichain of inner summaries (the scope's own connectivity)."""
+        self._collapse(transparent)
+
+    def _collapse(self, transparent: frozenset[int]) -> None:
+        """Let frontier changes hop over transparent operators: ``steps`` are the hops the tracker takes.
+
+        The locations of a transparent operator get ``root``: the nearest ordinary output upstream
+        (``-2`` if none feeds them; ``-1`` marks an ordinary location). An ordinary output's steps go
+        straight to the first ordinary inputs downstream; a transparent location keeps its own hops,
+        carrying only what is counted at transparent locations (its *partial* implications). A
+        transparent location's frontier is then its root's implications together with its partial ones.
+        """
+        self.transparent = transparent
+        n = len(self.locations)
+        self.root = [-1] * n
+        self.steps: list[tuple[Any, ...]] = list(self.hops)
+        if not transparent:
+            return
+        feeder = {self.loc_id[t]: self.loc_id[s] for s, targets in self.edges.items() for t in targets}
+        node_of, is_target = self.node_of, self.is_target
+        for loc in range(n):
+            if node_of[loc] not in transparent or self.root[loc] != -1:
+                continue
+            path, at = [], loc
+            while True:
+                if node_of[at] not in transparent:
+                    root = at
+                    break
+                if self.root[at] != -1:
+                    root = self.root[at]
+                    break
+                if at in path:  # a cycle of transparent operators only: GraphBuilder.build rejects it
+                    root = -2
+                    break
+                path.append(at)
+                if is_target[at]:
+                    if at not in feeder:
+                        root = -2
+                        break
+                    at = feeder[at]
+                else:
+                    at = self.target_ids[node_of[at]][0]
+            for p in path:
+                self.root[p] = root
+        for loc in range(n):
+            if not is_target[loc] and node_of[loc] not in transparent:
+                self.steps[loc] = tuple(self._exits(loc))
+
+    def _exits(self, source: int) -> list[int]:
+        """The first inputs of ordinary operators downstream of ``source``, over transparent ones."""
+        exits: list[int] = []
+        seen: set[int] = set()
+        stack = list(reversed(self.hops[source]))
+        while stack:
+            target = stack.pop()
+            node = self.node_of[target]
+            if node not in self.transparent:
+                exits.append(target)
+            elif target not in seen:
+                seen.add(target)
+                stack.extend(reversed(self.hops[self.source_ids[node][0]]))
+        return exits
+
+    def transparent_below(self, loc: int) -> list[int]:
+        """The transparent operators whose input frontier can depend on what is at ``loc``, over transparent
+        operators only (``loc``'s own operator too, if ``loc`` is a transparent input)."""
+        nodes: list[int] = []
+        stack = [loc]
+        seen: set[int] = set()
+        while stack:
+            at = stack.pop()
+            node = self.node_of[at]
+            if self.is_target[at]:
+                if node in self.transparent and node not in seen:
+                    seen.add(node)
+                    nodes.append(node)
+                    stack.append(self.source_ids[node][0])
+            else:
+                stack.extend(self.hops[at])
+        return nodes
 
     @property
     def scope_inputs(self) -> int:
@@ -334,6 +427,12 @@ class Tracker:
     location's implications (for targets: operator input frontiers), and
     :meth:`pushed_output` the changes of inner capabilities projected onto each
     scope output.
+
+    Frontier changes hop over transparent operators (a chain of 256 fused maps costs
+    what one costs). Their input frontiers are exact when asked (:meth:`frontier`),
+    but :meth:`pushed` reports them lazily: only when one becomes empty or stops
+    being empty, and then it reports the whole change since its last report. What
+    was reported is always an earlier frontier, so never ahead of the true one.
     """
 
     def __init__(self, graph: Graph) -> None:
@@ -347,6 +446,9 @@ class Tracker:
         self._work: list[tuple[Any, int, int]] = []
         self._pushed: dict[tuple[int, Any], int] = {}
         self._output_changes: list[ChangeBatch[Any]] = [ChangeBatch() for _ in range(graph.scope_outputs)]
+        self._lazy_roots = {r for r in graph.root if r >= 0}
+        self._root_empty: dict[int, bool] = {}   # per root: whether its implications were empty when last looked at
+        self._reported: dict[int, Antichain[Any]] = {}   # per transparent input: the frontier pushed() last reported
         self.cap_counts = [0] * len(graph.shape)
         """Per node: the number of frontier elements of its capabilities (positive iff it holds any)."""
         self.total_counts = 0
@@ -390,7 +492,10 @@ class Tracker:
         is_target = graph.is_target
         node_of = graph.node_of
         to_outputs = graph.to_outputs
-        hops = graph.hops
+        hops = graph.steps
+        root = graph.root
+        lazy_roots = self._lazy_roots
+        touched: list[int] = []
         results_in = graph.ttype.results_in
         identity = graph.ttype.identity
         output_changes = self._output_changes
@@ -428,13 +533,18 @@ class Tracker:
             changes = implied.update(t, d)
             if not changes:
                 continue
-            for t1, d1 in changes:
-                key = (loc, t1)
-                net = pushed.get(key, 0) + d1
-                if net:
-                    pushed[key] = net
-                else:
-                    del pushed[key]
+            if root[loc] == -1:
+                for t1, d1 in changes:
+                    key = (loc, t1)
+                    net = pushed.get(key, 0) + d1
+                    if net:
+                        pushed[key] = net
+                    else:
+                        del pushed[key]
+                if loc in lazy_roots:
+                    touched.append(loc)
+            else:
+                touched.append(loc)
             if is_target[loc]:
                 for t1, d1 in changes:
                     for source, s in hops[loc]:
@@ -445,6 +555,52 @@ class Tracker:
                 for t1, d1 in changes:
                     for target in hops[loc]:
                         heappush(work, (t1, target, d1))
+        if touched:
+            self._report_transparent(touched)
+
+    def _report_transparent(self, touched: list[int]) -> None:
+        """Report the input frontiers of transparent operators whose emptiness may have changed."""
+        graph = self.graph
+        implications = self._implications
+        root_empty = self._root_empty
+        nodes: dict[int, None] = {}
+        for loc in dict.fromkeys(touched):
+            r = graph.root[loc]
+            if r == -1:  # a root: its emptiness decides for everything transparent below it
+                implied = implications[loc]
+                empty = implied is None or implied.is_empty()
+                if root_empty.get(loc, True) != empty:
+                    root_empty[loc] = empty
+                    nodes.update(dict.fromkeys(graph.transparent_below(loc)))
+            elif r == -2 or root_empty.get(r, True):  # nothing comes from the root: what is here decides
+                nodes.update(dict.fromkeys(graph.transparent_below(loc)))
+        pushed = self._pushed
+        for node in nodes:
+            tid = graph.target_ids[node][0]
+            new = self._frontier_at(tid)
+            old = self._reported.get(tid)
+            if old is not None and old == new:
+                continue
+            for t, d in [*((t, -1) for t in (old or ())), *((t, 1) for t in new)]:
+                key = (tid, t)
+                net = pushed.get(key, 0) + d
+                if net:
+                    pushed[key] = net
+                else:
+                    del pushed[key]
+            self._reported[tid] = new
+
+    def _frontier_at(self, loc: int) -> Antichain[Any]:
+        implied = self._implications[loc]
+        r = self.graph.root[loc]
+        if r == -1:
+            return implied.frontier if implied is not None else Antichain(less_equal=self._le)
+        frontier = Antichain(less_equal=self._le)
+        for part in (self._implications[r] if r >= 0 else None, implied):
+            if part is not None:
+                for t in part.frontier:
+                    frontier.insert(t)
+        return frontier
 
     # -- results out ----------------------------------------------------------------
 
@@ -462,8 +618,7 @@ class Tracker:
 
     def frontier(self, location: Location) -> Antichain[Any]:
         """The implications at ``location``: for a ``Target``, the operator's input frontier."""
-        implied = self._implications[self.graph.loc_id[location]]
-        return implied.frontier if implied is not None else Antichain(less_equal=self._le)
+        return self._frontier_at(self.graph.loc_id[location])
 
     def implications_at(self, loc: int) -> MutableAntichain[Any] | None:
         """The implications at location id ``loc`` (``None`` if nothing was ever implied there)."""
@@ -500,7 +655,12 @@ class Tracker:
         if self.cap_counts[node] > 0:
             return False
         implications = self._implications
+        root = self.graph.root
         for loc in self.graph.target_ids[node]:
+            if root[loc] != -1:
+                if self._frontier_at(loc):
+                    return False
+                continue
             implied = implications[loc]
             if implied is not None and not implied.is_empty():
                 return False
@@ -512,7 +672,15 @@ class Tracker:
         That is, no implication there is strictly earlier, and no more than one
         implication is at ``time`` itself.
         """
-        implied = self._implications[self.graph.loc_id[location]]
-        if implied is None:
-            return True
-        return not implied.less_than(time) and implied.count_for(time) <= 1
+        loc = self.graph.loc_id[location]
+        r = self.graph.root[loc]
+        parts = [self._implications[loc]]
+        if r >= 0:
+            parts.append(self._implications[r])
+        count = 0
+        for implied in parts:
+            if implied is not None:
+                if implied.less_than(time):
+                    return False
+                count += implied.count_for(time)
+        return count <= 1

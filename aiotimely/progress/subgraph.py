@@ -110,7 +110,8 @@ class SubgraphBuilder:
             raise GraphError(f"scope {self.name!r}: children {missing} were reserved but never added")
         children = [self._children[i] for i in range(1, self._next_index)]
         for index, child in enumerate(children, 1):
-            graph.add_node(index, child.inputs, child.outputs, child.connectivity, name=child.name)
+            graph.add_node(index, child.inputs, child.outputs, child.connectivity, name=child.name,
+                           transparent=child.transparent)
         for source, target in self._edges:
             graph.add_edge(source, target)
         return Subgraph(graph.build(), children, self.refinement,
@@ -121,6 +122,7 @@ class Subgraph:
     """One worker's progress state for one scope; an :class:`Operate` for its parent scope."""
 
     local = False
+    transparent = False
 
     def __init__(
         self,

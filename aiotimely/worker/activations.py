@@ -19,12 +19,13 @@ Path = tuple[int, ...]
 class Activations:
     """The pending activations of one worker: dataflows at the top, then each scope's children."""
 
-    __slots__ = ("_roots", "_scopes", "_wake")
+    __slots__ = ("_roots", "_scopes", "_wake", "_later")
 
     def __init__(self, wake: Callable[[], None] = lambda: None) -> None:
         self._roots: set[int] = set()
         self._scopes: dict[int, dict[Path, set[int]]] = {}
         self._wake = wake
+        self._later: list[Path] = []
 
     def children(self, scope: Path) -> set[int]:
         """The live set of ``scope``'s children that asked to run; the scope takes from it as it runs them."""
@@ -46,6 +47,12 @@ class Activations:
                 pending.add(path[depth])
         self._wake()
 
+    def activate_later(self, path: Path) -> None:
+        """Ask for ``path`` to run in the next round, not again in this one (an operator that yielded to let
+        the others run: what it sent is handled, and frontiers move, before it runs again)."""
+        self._later.append(path)
+        self._wake()
+
     def activator(self, path: Path) -> Callable[[], None]:
         """A function that activates ``path``: cheaper than :meth:`activate` for one path used often."""
         chain = tuple([(self.children(path[:depth]), path[depth]) for depth in range(1, len(path))])
@@ -53,6 +60,10 @@ class Activations:
 
     def take_dataflows(self) -> list[int]:
         """The dataflows that asked to run since the last call, ascending."""
+        if self._later:
+            later, self._later = self._later, []
+            for path in later:
+                self.activate(path)
         roots = sorted(self._roots)
         self._roots.clear()
         return roots
@@ -64,7 +75,7 @@ class Activations:
 
     def __bool__(self) -> bool:
         """True if some dataflow asked to run."""
-        return bool(self._roots)
+        return bool(self._roots) or bool(self._later)
 
 
 class _Activator:

@@ -55,6 +55,10 @@ class WorkerHandle(Protocol):
         """Schedule the operator or scope at ``path`` for the next round (from the worker's thread)."""
         ...
 
+    def activate_later(self, path: tuple[int, ...]) -> None:
+        """Schedule the operator at ``path`` for the next round, not again in the current one."""
+        ...
+
     def activate_threadsafe(self, path: tuple[int, ...]) -> None:
         """:meth:`activate`, from any thread."""
         ...

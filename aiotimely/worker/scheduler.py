@@ -91,6 +91,9 @@ class Scheduler:
     def activate(self, path: tuple[int, ...]) -> None:
         self.activations.activate(path)
 
+    def activate_later(self, path: tuple[int, ...]) -> None:
+        self.activations.activate_later(path)
+
     def activate_threadsafe(self, path: tuple[int, ...]) -> None:
         if threading.get_ident() == self._thread_id:
             self.activations.activate(path)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from ...errors import CapabilityError
 from ..builder import OperatorBuilder
+from ..fusion import FusedStage, can_fuse
 from ..stream import S
 
-__all__ = ["batch_operator", "map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time"]
+__all__ = ["batch_operator", "map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "timed"]
 
 _map = map
 _filter = filter
@@ -24,7 +26,8 @@ def batch_operator(
     """One input, one output, same times: ``transform(time, batch)`` returns the batch to send on
     (``None`` or empty to send nothing)."""
     builder = OperatorBuilder(stream.scope, name)
-    inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast)
+    fuse = exchange is None and not broadcast and can_fuse(stream)
+    inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
     out, result = builder.new_output()
 
     def run() -> None:
@@ -33,7 +36,11 @@ def batch_operator(
             if sent:
                 out.push(time, sent)
 
-    builder.build_function(run)
+    op = builder.build_function(run)
+    if fuse:  # the producer's pushes run this operator (see ..fusion)
+        stream.attach(FusedStage(op, inp, transform, out, stream.scope.stages_ran))
+        assert op.progress is not None
+        op.progress.transparent = True  # it never watches its frontier: progress may hop over it
     return result  # type: ignore[no-any-return]
 
 
@@ -80,3 +87,20 @@ def inspect_time(stream: S, fn: Callable[[Any, Any], None]) -> S:
         return batch
 
     return batch_operator(stream, "InspectTime", transform)
+
+
+def timed(stream: S, time_of: Callable[[Any], Any] | None) -> S:
+    if time_of is None:
+        return batch_operator(stream, "Timed", lambda time, batch: [(time, record) for record in batch])
+    less_equal = stream.scope.ttype.less_equal
+
+    def transform(time: Any, batch: list[Any]) -> list[Any]:
+        out = []
+        for record in batch:
+            t = time_of(record)
+            if not less_equal(time, t):
+                raise CapabilityError(f"the time {t!r} of record {record!r} is earlier than its batch's, {time!r}")
+            out.append((t, record))
+        return out
+
+    return batch_operator(stream, "Timed", transform)

@@ -14,13 +14,13 @@ from ...progress import FrontierInterest
 from ..builder import OperatorBuilder
 from ..capability import Capability, CapabilityRef
 from ..operator import Logic
-from ..ports import TimeOrder
+from ..ports import OperatorOutput, TimeOrder
 from ..stream import S
 
 if TYPE_CHECKING:
     from ..ports import InputPort
 
-__all__ = ["delay", "delay_batch", "accumulate", "count", "reclock"]
+__all__ = ["delay", "delay_batch", "accumulate", "count", "reclock", "settle"]
 
 IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
 
@@ -155,6 +155,27 @@ def reclock(stream: S, clock: S) -> S:
                     out.push(t, due)
                 clocks.remove(t)
                 tick_caps.pop(t).drop()
+
+        return run
+
+    builder.build(constructor)
+    return result  # type: ignore[no-any-return]
+
+
+def settle(stream: S) -> S:
+    builder = OperatorBuilder(stream.scope, "Settle")
+    inp = builder.new_input(stream, interest=IF_CAPABILITY)
+    out, result = builder.new_output()
+    output = OperatorOutput(out)
+
+    def constructor(capabilities: list[Capability]) -> Logic:
+        capabilities[0].drop()
+        order = inp.timed_order()
+
+        def run() -> None:
+            for time, records in order.ready():
+                with order.capability(time).delayed(time) as cap:
+                    output.session(cap).give_many(records)
 
         return run
 

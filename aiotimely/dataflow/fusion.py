@@ -1,0 +1,91 @@
+"""Operator fusion: a chain of stateless pipelined operators runs as plain function calls.
+
+A stateless batch operator (map, filter, flat_map, inspect, ...) whose input is fed,
+on the same worker, by an operator of the same scope, does not get its batches
+through a mailbox and an activation of its own: the producer's push calls it
+directly (a :class:`FusedStage`), and it pushes its result on at once. A chain of
+them runs as one loop over one batch, whatever its length.
+
+The progress graph does not change: every operator keeps its location. What the
+stage consumed and produced is counted at its ports, as if it had run, and the
+scope collects those counts right after it runs the producer (so the producer's
+"produced" and the stage's "consumed" cancel before they reach the tracker).
+``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import AiotimelyError, CapabilityError, DataflowError
+from .channels import push_to_all
+
+if TYPE_CHECKING:
+    from .operator import OperatorRuntime
+    from .ports import InputPort, OutputPort
+    from .stream import Pusher, StreamCore
+
+__all__ = ["FusedStage", "fusion_enabled", "can_fuse"]
+
+Transform = Callable[[Any, list[Any]], "list[Any] | None"]
+
+
+def fusion_enabled() -> bool:
+    """Whether stateless operators fuse (``AIOTIMELY_FUSE=0`` says no)."""
+    return os.environ.get("AIOTIMELY_FUSE", "1") != "0"
+
+
+def can_fuse(stream: StreamCore) -> bool:
+    """A stage can run inside the pushes of ``stream``'s producer: an operator (or nested scope) of the
+    same scope, whose pushes all happen while the scope runs it."""
+    return fusion_enabled() and stream.source.node != 0
+
+
+class FusedStage:
+    """The pusher that runs a fused operator: ``transform(time, batch)``, counted at its ports, then pushed on.
+
+    Several stages in a row run as a loop, not as nested calls."""
+
+    __slots__ = ("op", "_input", "_transform", "_output", "_ran", "pushers")
+
+    def __init__(
+        self, op: OperatorRuntime, input: InputPort, transform: Transform, output: OutputPort, ran: list[int]
+    ) -> None:
+        self.op = op
+        self._input = input
+        self._transform = transform
+        self._output = output
+        self._ran = ran
+        """Where the stage notes that it ran: the scope collects the progress of those stages only."""
+        self.pushers: list[Pusher] = output.pushers
+        """Where the stage's output goes (what back-pressure looks through)."""
+
+    def __call__(self, time: Any, batch: list[Any]) -> None:
+        stage: FusedStage = self
+        while True:
+            op, inp = stage.op, stage._input
+            stage._ran.append(op.index)
+            inp._consumed.update(time, len(batch))
+            inp.taken += 1
+            op.current_time = time
+            try:
+                out = stage._transform(time, batch)
+            except (DataflowError, CapabilityError) as exc:
+                if exc.operator is not None:
+                    raise
+                raise op._failure(exc) from exc
+            except AiotimelyError as exc:
+                raise op._failure(exc) from exc
+            except Exception as exc:
+                raise op._failure(exc) from exc
+            if not out:
+                return
+            port = stage._output
+            port.produced.update(time, len(out))
+            pushers = port.pushers
+            if len(pushers) == 1 and type(pushers[0]) is FusedStage:
+                stage, batch = pushers[0], out
+                continue
+            push_to_all(pushers, time, out)
+            return

@@ -1,0 +1,129 @@
+"""Timed batches: records that carry their own times inside batches sent at coarser times, read back by time
+once complete; progress stays exact because no record's time is earlier than its batch's."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import aiotimely as at
+
+
+def count_by_time(timed: at.Stream, batches: list | None = None) -> at.Stream:
+    """Per record time, once complete: ``(time, count)`` as a timed record."""
+
+    @timed.unary_frontier(name="CountByTime")
+    async def count(input, output, cap):
+        cap.drop()
+        order = input.timed_order()
+        handed = None
+        async for _ in input.activations():
+            for time, records in order.ready():
+                assert handed is None or time > handed, "a time handed over twice, or out of order"
+                handed = time
+                order.session(output).give_at(time, (time, len(records)))
+            assert all(t > handed for t in order.pending()) if handed is not None else True
+
+    if batches is not None:
+        count.inspect_batch(lambda time, batch: batches.append((time, batch)))
+    return count
+
+
+def test_many_record_times_travel_in_one_batch_and_come_back_in_order():
+    got, batches = [], []
+
+    def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda scope: count_by_time(inp.to_stream(scope), batches).settle()
+                        .inspect_time(lambda t, r: got.append((t, r))))
+        for t in reversed(range(1000)):             # 1,000 record times, sent in one batch at time 0
+            inp.send_at(t, "x")
+        inp.send_at(7, "y")
+        inp.close()
+
+    at.execute(build, loop="asyncio")
+    assert got == [(t, (t, 2 if t == 7 else 1)) for t in range(1000)]   # at their own times, in order
+    assert len(batches) == 1 and batches[0][0] == 0                      # one batch of timed output, not 1,000
+
+
+def test_times_are_handed_over_only_once_the_frontier_passes_them():
+    seen = []
+
+    async def build(worker):
+        inp = at.InputHandle()
+        probe = worker.dataflow(lambda scope: count_by_time(inp.to_stream(scope)).inspect(seen.append).probe())
+        inp.send_at(5, "a")
+        inp.send_at(3, "b")
+        inp.advance_to(4)
+        await worker.step_while(lambda: probe.less_than(4))
+        assert seen == [(3, (3, 1))]                 # 5 may still get records
+        inp.send_at(5, "c")
+        inp.advance_to(6)
+        await worker.step_while(lambda: probe.less_than(6))
+        assert seen == [(3, (3, 1)), (5, (5, 2))]
+        inp.close()
+
+    at.execute(build, loop="asyncio")
+
+
+def test_a_timed_record_earlier_than_its_batch_is_refused():
+    def by_input(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda scope: inp.to_stream(scope).inspect(print))
+        inp.advance_to(5)
+        inp.send_at(4, "late")
+
+    with pytest.raises(at.CapabilityError, match="its current time is 5, and a timed record's time must not be"):
+        at.execute(by_input, loop="asyncio")
+
+    def by_session(worker):
+        async def early(output, cap):
+            cap.downgrade(5)
+            output.session(cap).give_at(4, "late")
+            cap.drop()
+
+        worker.dataflow(lambda scope: at.source(scope, "Early", early).inspect(print))
+
+    with pytest.raises(at.CapabilityError, match="cannot send a record at time 4 in a batch at 5"):
+        at.execute(by_session, loop="asyncio")
+
+    def by_timed(worker):
+        worker.dataflow(lambda scope: at.to_stream([1, 2], scope).delay_batch(lambda t: 3)
+                        .timed(lambda x: x).inspect(print))
+
+    with pytest.raises(at.CapabilityError, match="'Timed' .* failed at time 3: .*the time 1 of record 1 is earlier "
+                                                 "than its batch's, 3"):
+        at.execute(by_timed, loop="asyncio")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 50)),
+                                                                max_size=5)), max_size=6), min_size=3, max_size=3))
+def test_timed_records_through_an_exchange_on_three_workers_arrive_whole_at_their_times(plans):
+    """Each worker advances its input by random steps and sends records at random times ahead of it; they are
+    exchanged, counted by time once complete, and settled: every record counts once, at its own time."""
+    expected: dict = {}
+    for plan in plans:
+        now = 0
+        for step, records in plan:
+            now += step
+            for ahead, _ in records:
+                expected[now + ahead] = expected.get(now + ahead, 0) + 1
+    got: dict = {}
+
+    async def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda scope: count_by_time(inp.to_stream(scope).exchange(lambda tr: tr[1][0]))
+                        .settle().inspect_time(lambda t, r: got.__setitem__(t, got.get(t, 0) + r[1])))
+        now = 0
+        for step, records in plans[worker.index]:
+            now += step
+            inp.advance_to(now)
+            for ahead, key in records:
+                inp.send_at(now + ahead, (key, ahead))
+            await worker.step()                  # the workers interleave: frontiers move between sends
+        inp.close()
+
+    at.execute(build, workers=3, loop="asyncio")
+    assert got == expected
