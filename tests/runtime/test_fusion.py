@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 import aiotimely as at
 
+TIMEOUT = 10.0   # seconds a round may take before a stalled frontier counts as a failure
+
 STAGES = st.sampled_from(["map", "filter", "flat_map", "inspect", "exchange", "tee"])
 
 
@@ -51,7 +53,7 @@ def run(stages: list[str], rounds: list[list[int]], workers: int, fuse: bool, mo
                 inp.send_batch(records)
             inp.advance_to(t + 1)
             # frontiers move round by round (a progress count lost would stall the probe: fail, not hang)
-            await asyncio.wait_for(worker.step_while(lambda: probe.less_than(inp.time)), timeout=10)
+            await asyncio.wait_for(worker.step_while(lambda: probe.less_than(inp.time)), timeout=TIMEOUT)
             if worker.index == 0:
                 assert not any(time > t for time, _ in outputs), "the probe passed a time still to come"
         inp.close()
@@ -66,6 +68,26 @@ def run(stages: list[str], rounds: list[list[int]], workers: int, fuse: bool, mo
 def test_a_fused_pipeline_gives_what_an_unfused_one_gives(stages, rounds, workers):
     with pytest.MonkeyPatch.context() as monkeypatch:
         assert run(stages, rounds, workers, True, monkeypatch) == run(stages, rounds, workers, False, monkeypatch)
+
+
+@pytest.mark.parametrize("bug", ["progress-not-collected", "consumed-not-counted"])
+def test_planted_bugs_in_fusion_are_caught(monkeypatch, bug):
+    """The property test's comparison (with its stall timeout) must fail on each of these."""
+    from aiotimely.dataflow import fusion
+
+    monkeypatch.setattr(__import__(__name__, fromlist=["TIMEOUT"]), "TIMEOUT", 1.0)
+    real_init = fusion.FusedStage.__init__
+
+    def planted(self, op, input, transform, output, ran):
+        if bug == "progress-not-collected":
+            ran = []                        # the scope never learns the stage ran
+        else:
+            input._consumed = at.progress.ChangeBatch()   # what it consumed goes nowhere
+        real_init(self, op, input, transform, output, ran)
+
+    monkeypatch.setattr(fusion.FusedStage, "__init__", planted)
+    with pytest.raises(asyncio.TimeoutError):   # the probe never passes the first round: a stall, not a hang
+        run(["map", "filter"], [[1, 2, 3], [4]], 1, True, monkeypatch)
 
 
 def test_fused_operators_are_not_scheduled_per_batch(monkeypatch):
