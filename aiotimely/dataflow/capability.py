@@ -88,6 +88,7 @@ class Capability:
         self._check_later(time, "downgrade")
         if time != self._time:
             op = self._op
+            op.outputs[self._output].retire(self)
             op._capability_changed(self._output, time, 1)
             op._capability_changed(self._output, self._time, -1)
             self._time = time
@@ -97,6 +98,7 @@ class Capability:
     def drop(self) -> None:
         """Give the capability up: the operator no longer holds back its time."""
         self._check_live("drop")
+        self._op.outputs[self._output].retire(self)
         self._live = False
         self._op._capability_changed(self._output, self._time, -1)
 

@@ -51,7 +51,7 @@ class DataCodec:
     def encode(self, item: tuple[Any, list[Any]], limit: int) -> list[bytes]:
         time, batch = item
         wire_time = self._ttype.encode(time)
-        payload = self._values.pack((wire_time, batch))
+        payload = self._values.pack_records((wire_time, batch))
         if len(payload) <= limit:
             return [payload]
         if len(batch) == 1:
@@ -62,7 +62,7 @@ class DataCodec:
 
     def decode(self, payload: bytes) -> tuple[Any, list[Any]]:
         time, records = self._values.unpack(payload)
-        return self._ttype.decode(time), list(records)
+        return self._ttype.decode(time), records if type(records) is list else list(records)
 
 
 class ProgressCodec:
@@ -130,6 +130,10 @@ Blame = Callable[[Exception, str, Any], BaseException]
 """Makes the error of a consumer's channel: ``blame(exception, what failed, time)``."""
 
 
+ROUTES_KEPT = 1 << 16
+"""How many ``str`` keys an exchange remembers the route of (then it starts over)."""
+
+
 class ExchangePusher:
     """Spreads a batch over every worker's mailbox by a key of each record.
 
@@ -137,21 +141,33 @@ class ExchangePusher:
     activation happened to send the batch).
     """
 
-    __slots__ = ("_key", "_boxes", "_peers", "_blame")
+    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes")
 
     def __init__(self, key: Callable[[Any], Any], boxes: list[Any], blame: Blame | None = None) -> None:
         self._key = key
         self._boxes = boxes
         self._peers = len(boxes)
         self._blame = blame
+        self._routes: dict[str, int] = {}
+        """Where ``str`` keys went: a string's route costs a CRC-32, and keys repeat."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
-        key, peers = self._key, self._peers
+        key, peers, routes = self._key, self._peers, self._routes
         parts: list[list[Any]] = [[] for _ in range(peers)]
+        if len(routes) > ROUTES_KEPT:
+            routes.clear()
         try:
             for record in batch:
                 k = key(record)
-                parts[k % peers if type(k) is int and k >= 0 else route(k, peers)].append(record)
+                if type(k) is int and k >= 0:
+                    parts[k % peers].append(record)
+                elif type(k) is str:
+                    to = routes.get(k)
+                    if to is None:
+                        to = routes[k] = route(k, peers)
+                    parts[to].append(record)
+                else:
+                    parts[route(k, peers)].append(record)
         except Exception as exc:
             if self._blame is None:
                 raise

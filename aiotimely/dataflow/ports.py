@@ -450,6 +450,13 @@ class OutputPort:
         self.flush()
         self._owner = None
 
+    def retire(self, cap: Capability) -> None:
+        """``cap`` is about to be dropped or downgraded: send what its session gave, and make that session
+        check its capability again before it gives more (so ``give`` itself need not check)."""
+        owner = self._owner
+        if owner is not None and owner._cap is cap:
+            self.release()
+
 
 class Session:
     """Sends records at one time on one output, in batches."""
@@ -472,25 +479,30 @@ class Session:
                 raise CapabilityError(
                     f"{self._port.op.describe()}: cannot send at time {self._time!r}: its capability was dropped"
                 )
+            if cap._time != self._time:
+                raise CapabilityError(
+                    f"{self._port.op.describe()}: cannot send at time {self._time!r}: its capability was "
+                    f"downgraded to {cap._time!r} (open a new session)"
+                )
         else:
             cap._check_valid()
 
     def _buffer(self) -> list[Any]:
-        """The output's buffer, once this session may write to it (its capability still valid)."""
+        """The output's buffer, once this session may write to it: the session that owns the buffer is
+        valid (the port takes ownership back when its capability is dropped or downgraded)."""
         port = self._port
         if port._owner is not self:
             self._check()
             port._switch(self)
-        elif type(self._cap) is Capability and not self._cap._live:
-            self._check()
         return port._buffer
 
     def give(self, record: Any) -> None:
         """Send one record."""
-        buffer = self._buffer()
+        port = self._port
+        buffer = port._buffer if port._owner is self else self._buffer()
         buffer.append(record)
         if len(buffer) >= BATCH_SIZE:
-            self._port.flush()
+            port.flush()
 
     def give_many(self, records: Any) -> None:
         """Send every record of an iterable."""

@@ -88,6 +88,46 @@ def test_registered_types_and_pickle_only_when_allowed():
     assert codec.unpack(codec.pack([[1, 2], {3}])) == ((1, 2), {3})   # lists arrive as tuples
 
 
+@given(st.lists(records, max_size=6))
+def test_record_batches_round_trip_whichever_way_they_travel(batch):
+    codec = RecordCodec()
+    assert list(codec.unpack(codec.pack_records(batch))) == batch
+
+
+def test_plain_record_batches_travel_as_marshal_and_arrive_as_they_were():
+    codec = RecordCodec()
+    plain = [[1, 2], (3, [4]), {5: [6]}, {7}, frozenset({8}), 2**80, 1.5 + 2j, None, True, b"x", "é"]
+    packed = codec.pack_records(plain)
+    assert packed[:1] == b"\xc1"
+    assert codec.unpack(packed) == plain and type(codec.unpack(packed)) is list
+
+
+def test_a_batch_with_anything_not_plain_travels_as_msgpack():
+    codec = RecordCodec()
+    packed = codec.pack_records([[1, 2], Celsius(3.0)])
+    assert packed[:1] != b"\xc1"
+    lst, celsius = codec.unpack(packed)
+    assert lst == (1, 2) and type(celsius) is Celsius      # msgpack's rules: lists arrive as tuples
+    product = at.Product(1, 2)
+    assert codec.unpack(codec.pack_records([product]))[0] == product
+
+
+def test_marshal_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("AIOTIMELY_MARSHAL", "0")
+    codec = RecordCodec()
+    assert codec.pack_records([(1, "a")])[:1] != b"\xc1"
+    assert codec.unpack(codec.pack_records([(1, "a")])) == ((1, "a"),)
+
+
+@settings(max_examples=25, deadline=None)   # a garbled list length makes marshal allocate (slowly) before it fails
+@given(st.binary(max_size=100))
+def test_decoding_random_marshal_bytes_raises_codec_errors_only(data):
+    try:
+        RecordCodec().unpack(b"\xc1" + data)
+    except CodecError:
+        pass
+
+
 @settings(max_examples=200)
 @given(st.binary(max_size=100))
 def test_decoding_random_record_bytes_raises_codec_errors_only(data):

@@ -151,6 +151,16 @@ def test_sending_after_the_drop_within_a_session_is_refused(run):
     assert "its capability was dropped" in misuse(run, logic)
 
 
+def test_sending_after_a_downgrade_within_a_session_is_refused(run):
+    async def logic(input, output, cap):
+        session = output.session(cap)
+        session.give(1)
+        cap.downgrade(5)
+        session.give(2)        # the session is for time 0, which the capability no longer allows
+
+    assert "its capability was downgraded to 5 (open a new session)" in misuse(run, logic)
+
+
 def test_a_received_time_is_not_valid_after_the_operator_yields(run):
     async def logic(input, output, cap):
         cap.drop()
