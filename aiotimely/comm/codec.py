@@ -11,8 +11,9 @@ garbled list length can make ``marshal`` allocate for a while before it fails.) 
 type) makes the whole value travel as msgpack, where ``None``, ``bool``, ``int``
 (any size), ``float``, ``str``, ``bytes``, ``dict``, tuples and lists (both arrive
 as **tuples**: msgpack has one array type, and tuples are what records usually
-are), plus ``set`` and ``frozenset`` as extension types, are built in; the layers above add their own (the dataflow layer adds
-:class:`~aiotimely.progress.Product`) with :func:`register_extension`. Other classes cross once
+are), plus ``set`` and ``frozenset`` as extension types, are built in; the layers
+above add their own (the dataflow layer adds :class:`~aiotimely.progress.Product`)
+with :func:`register_extension`. Other classes cross once
 registered with :func:`register_type` (every process must register them, under the
 same qualified name); pickle is used only when a computation allows it
 (``execute(..., pickle=True)``), because unpickling runs code chosen by the sender.
