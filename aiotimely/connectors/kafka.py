@@ -119,6 +119,7 @@ def source(
     """
     aiokafka = _aiokafka()
     worker = scope.worker
+    new = tuple.__new__  # KafkaRecord(...) costs twice as much: NamedTuple's __new__ is Python code
     if time not in ("poll", "offset", "timestamp") and not callable(time):
         raise ValueError(f"{name}: time must be 'poll', 'offset', 'timestamp' or a function, not {time!r}")
 
@@ -180,7 +181,7 @@ def source(
                     if not messages:
                         continue
                     part = by_partition[tp.partition]
-                    records = [KafkaRecord(m.topic, m.partition, m.offset, m.key, m.value, m.timestamp)
+                    records = [new(KafkaRecord, (m.topic, m.partition, m.offset, m.key, m.value, m.timestamp))
                                for m in messages]
                     times: list[tuple[int, list[KafkaRecord]]]
                     if time == "poll":
@@ -244,10 +245,34 @@ def source(
     return _source(scope, name, logic)
 
 
+IN_FLIGHT = 100_000
+"""How many records a sink sends before it waits for Kafka's acknowledgements."""
+
+
+async def _acknowledge(sends: list[Any], acked: list[tuple[Any, list[Any]]], output: OperatorOutput) -> None:
+    """Wait until Kafka has every send, then pass the records on, each batch at its time."""
+    await asyncio.gather(*sends)
+    for held, batch in acked:
+        with held:
+            output.session(held).give_many(batch)
+    sends.clear()
+    acked.clear()
+
+
 async def _commit(consumer: Any, topic: str, offsets: dict[int, int], aiokafka: Any) -> None:
     if offsets:
         await consumer.commit({aiokafka.TopicPartition(topic, p): o for p, o in offsets.items()})
         log.debug("committed %s", offsets)
+
+
+def _no_key(record: Any) -> bytes | None:
+    """The sink's default key: none (records go to the partitions in turn)."""
+    return None
+
+
+def _bytes_value(record: Any) -> bytes:
+    """The sink's default value: ``bytes`` as they are, anything else as its ``str`` in UTF-8."""
+    return record if isinstance(record, bytes) else str(record).encode()
 
 
 def sink(
@@ -255,8 +280,8 @@ def sink(
     bootstrap: str,
     topic: str,
     *,
-    key: Callable[[Any], bytes | None] = lambda record: None,
-    value: Callable[[Any], bytes] = lambda record: record if isinstance(record, bytes) else str(record).encode(),
+    key: Callable[[Any], bytes | None] = _no_key,
+    value: Callable[[Any], bytes] = _bytes_value,
     name: str = "KafkaSink",
 ) -> Stream:
     """Produce every record to ``topic`` (partition by CRC-32 of the key, or round robin), in batches.
@@ -264,14 +289,35 @@ def sink(
     Returns the stream of the records Kafka acknowledged, at their times.
     """
     aiokafka = _aiokafka()
+    producer: Any = None
+
+    async def send(partition: int, keys: list[bytes | None] | None, records: list[Any], sends: list[Any]) -> None:
+        """Hand ``records`` to the producer for ``partition``, in Kafka batches; their futures go to ``sends``."""
+        if value is _bytes_value:
+            values = [r if type(r) is bytes else _bytes_value(r) for r in records]
+        else:
+            values = [value(r) for r in records]
+        kafka_batch = producer.create_batch()
+        for i, v in enumerate(values):
+            k = None if keys is None else keys[i]
+            if kafka_batch.append(key=k, value=v, timestamp=None) is None:
+                sends.append(await producer.send_batch(kafka_batch, topic, partition=partition))
+                kafka_batch = producer.create_batch()
+                kafka_batch.append(key=k, value=v, timestamp=None)
+        sends.append(await producer.send_batch(kafka_batch, topic, partition=partition))
 
     async def logic(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
+        nonlocal producer
         cap.drop()
-        producer: Any = None
         try:
             partitions: list[int] = []
             turn = 0
             async for _ in input.activations():
+                # Every batch of the activation goes out before any is waited for (as a raw producer
+                # would); the records are passed on, as acknowledged, once Kafka has them all.
+                acked: list[tuple[Capability, list[Any]]] = []
+                sends: list[Any] = []
+                in_flight = 0
                 for ref, batch in input.drain():
                     held = ref.retain()
                     if producer is None:
@@ -282,27 +328,31 @@ def sink(
                             if partitions:
                                 break
                             await asyncio.sleep(0.05)
-                    by_partition: dict[int, list[tuple[bytes | None, bytes]]] = {}
-                    for record in batch:
-                        k = key(record)
-                        if k is None:
-                            p = partitions[turn % len(partitions)]
-                            turn += 1
-                        else:
-                            p = partitions[crc32(k) % len(partitions)]
-                        by_partition.setdefault(p, []).append((k, value(record)))
-                    sends: list[Any] = []
-                    for p, messages in by_partition.items():
-                        kafka_batch = producer.create_batch()
-                        for k, v in messages:
-                            if kafka_batch.append(key=k, value=v, timestamp=None) is None:
-                                sends.append(await producer.send_batch(kafka_batch, topic, partition=p))
-                                kafka_batch = producer.create_batch()
-                                kafka_batch.append(key=k, value=v, timestamp=None)
-                        sends.append(await producer.send_batch(kafka_batch, topic, partition=p))
-                    await asyncio.gather(*sends)
-                    with held:
-                        output.session(held).give_many(batch)
+                    n = len(partitions)
+                    if key is _no_key:  # round robin, a stride of the batch per partition
+                        first, turn = turn % n, turn + len(batch)
+                        for i in range(min(n, len(batch))):
+                            await send(partitions[(first + i) % n], None, batch[i::n], sends)
+                    else:
+                        by_partition: dict[int, tuple[list[bytes | None], list[Any]]] = {}
+                        for record in batch:
+                            k = key(record)
+                            if k is None:
+                                p = partitions[turn % n]
+                                turn += 1
+                            else:
+                                p = partitions[crc32(k) % n]
+                            keys, records = by_partition.setdefault(p, ([], []))
+                            keys.append(k)
+                            records.append(record)
+                        for p, (keys, records) in by_partition.items():
+                            await send(p, keys, records, sends)
+                    acked.append((held, batch))
+                    in_flight += len(batch)
+                    if in_flight >= IN_FLIGHT:
+                        await _acknowledge(sends, acked, output)
+                        in_flight = 0
+                await _acknowledge(sends, acked, output)
         finally:
             if producer is not None:
                 await producer.stop()
