@@ -92,12 +92,14 @@ def endpoints(pushers: list[Pusher]) -> list[Endpoint]:
     """Every mailbox (here or in another process) that ``pushers`` feed, through scope boundaries too:
     where a producer's batches end up, and so what may make it wait."""
     found: list[Endpoint] = []
-    for pusher in pushers:
+    stack = list(reversed(pushers))   # not recursive: a chain of a thousand fused stages is fine
+    while stack:
+        pusher = stack.pop()
         reach = getattr(pusher, "endpoints", None)
         if reach is not None:
             found.extend(reach())
-        else:  # a scope's enter or leave port: a pusher with pushers of its own
-            found.extend(endpoints(getattr(pusher, "pushers", [])))
+        else:  # a scope's enter or leave port, or a fused stage: a pusher with pushers of its own
+            stack.extend(reversed(getattr(pusher, "pushers", [])))
     return found
 
 

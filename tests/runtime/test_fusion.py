@@ -129,3 +129,22 @@ def test_an_error_in_a_fused_stage_names_that_operator(monkeypatch):
     with pytest.raises(at.DataflowError, match=r"operator 'Filter' \(#3\) in dataflow 'errors' on worker 0 failed "
                                                r"at time 0: ZeroDivisionError"):
         at.execute(build, loop="asyncio")
+
+
+def test_a_chain_of_thousands_of_fused_maps_runs(monkeypatch):
+    """Back-pressure looks through fused stages for the mailboxes they feed: without recursion."""
+    monkeypatch.setenv("AIOTIMELY_FUSE", "1")
+
+    def build(worker):
+        out: list = []
+
+        def chain(scope):
+            stream = at.to_stream(range(3), scope)
+            for _ in range(3000):
+                stream = stream.map(lambda x: x + 1)
+            return stream.inspect(out.append)
+
+        worker.dataflow(chain)
+        return out
+
+    assert at.execute(build, loop="asyncio") == [[3000, 3001, 3002]]
