@@ -418,6 +418,17 @@ class Graph:
             walk.append(p)
 
 
+def _net_into(pushed: dict[tuple[int, Any], int], loc: int, changes: Iterable[tuple[Any, int]]) -> None:
+    """Add frontier changes at ``loc`` to the net changes not yet drained by :meth:`Tracker.pushed`."""
+    for t, d in changes:
+        key = (loc, t)
+        net = pushed.get(key, 0) + d
+        if net:
+            pushed[key] = net
+        else:
+            del pushed[key]
+
+
 class Tracker:
     """Pointstamp counts and their implications for one scope, on one worker.
 
@@ -534,13 +545,7 @@ class Tracker:
             if not changes:
                 continue
             if root[loc] == -1:
-                for t1, d1 in changes:
-                    key = (loc, t1)
-                    net = pushed.get(key, 0) + d1
-                    if net:
-                        pushed[key] = net
-                    else:
-                        del pushed[key]
+                _net_into(pushed, loc, changes)
                 if loc in lazy_roots:
                     touched.append(loc)
             else:
@@ -581,13 +586,7 @@ class Tracker:
             old = self._reported.get(tid)
             if old is not None and old == new:
                 continue
-            for t, d in [*((t, -1) for t in (old or ())), *((t, 1) for t in new)]:
-                key = (tid, t)
-                net = pushed.get(key, 0) + d
-                if net:
-                    pushed[key] = net
-                else:
-                    del pushed[key]
+            _net_into(pushed, tid, [*((t, -1) for t in (old or ())), *((t, 1) for t in new)])
             self._reported[tid] = new
 
     def _frontier_at(self, loc: int) -> Antichain[Any]:
