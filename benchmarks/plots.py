@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
         rates = sorted({r["rate"] for r in latency["words"]})
         fig, axes = plt.subplots(1, len(rates), figsize=(6 * len(rates), 4.5), squeeze=False)
         for ax, rate in zip(axes[0], rates, strict=True):
-            for idiom, style in (("tokens", "o-"), ("notificator", "s--"), ("watermarks", "^:")):
+            for idiom, style in (("tokens", "o-"), ("notificator", "s--"), ("watermarks", "^:"), ("timed", "d-.")):
                 rows = sorted((r for r in latency["words"] if r["rate"] == rate and r["idiom"] == idiom),
                               key=lambda r: -r["quantum_bits"])
                 bits = [r["quantum_bits"] for r in rows]
