@@ -63,11 +63,13 @@ class FusedStage:
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         stage: FusedStage = self
+        # Counted: what the first stage consumes and what the last one produces. What passes from one stage
+        # to the next is not: it would be produced and consumed at the same place in the same collection.
+        stage._input._consumed.update(time, len(batch))
+        stage._ran.append(stage.op.index)
         while True:
-            op, inp = stage.op, stage._input
-            stage._ran.append(op.index)
-            inp._consumed.update(time, len(batch))
-            inp.taken += 1
+            op = stage.op
+            stage._input.taken += 1
             op.current_time = time
             try:
                 out = stage._transform(time, batch)
@@ -82,10 +84,12 @@ class FusedStage:
             if not out:
                 return
             port = stage._output
-            port.produced.update(time, len(out))
             pushers = port.pushers
             if len(pushers) == 1 and type(pushers[0]) is FusedStage:
                 stage, batch = pushers[0], out
                 continue
+            port.produced.update(time, len(out))
+            if stage is not self:
+                stage._ran.append(op.index)
             push_to_all(pushers, time, out)
             return

@@ -182,7 +182,8 @@ class OperatorRuntime:
         activate = self._activate = self.worker.activator(self.path)
         for port in self.inputs:
             port._listen(activate)
-        if self.bounded:
+        if self.bounded and not (self.progress is not None and self.progress.transparent):
+            # (a fused operator never pushes on its own: its producer looks through it, once per chain)
             self._outlets = [e for out in self.outputs for e in endpoints(out.pushers)]
         activate()
 
