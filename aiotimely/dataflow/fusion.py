@@ -6,10 +6,14 @@ through a mailbox and an activation of its own: the producer's push calls it
 directly (a :class:`FusedStage`), and it pushes its result on at once. A chain of
 them runs as one loop over one batch, whatever its length.
 
-The progress graph does not change: every operator keeps its location. What the
-stage consumed and produced is counted at its ports, as if it had run, and the
-scope collects those counts right after it runs the producer (so the producer's
-"produced" and the stage's "consumed" cancel before they reach the tracker).
+The progress graph does not change: every operator keeps its location. What a
+chain's first stage consumed and its last stage produced are counted at their ports,
+as if they had run, and the scope collects those counts right after it runs the
+producer (so the producer's "produced" and the first stage's "consumed" cancel
+before they reach the tracker). What passes between two stages of a chain is not
+counted: it would be produced and consumed at the same place in the same
+collection. The tracker lets frontier changes hop over fused operators (they are
+*transparent*, see :class:`~aiotimely.progress.reachability.Tracker`).
 ``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
 """
 

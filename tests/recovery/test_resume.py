@@ -36,7 +36,7 @@ def test_a_crash_and_a_resume_give_what_a_crash_free_run_gives(tmp_path):
 
     seen: list = []
     with pytest.raises(at.DataflowError, match="crashed at 400"):
-        run(build_factory(400, seen, pace=0.002), tmp_path)
+        run(build_factory(400, seen, pace=0.02), tmp_path)   # slow enough for snapshots to land on a loaded machine
     crashed = list(seen)
     run(build_factory(None, seen), tmp_path)
     resumed_from = min(time for time, _, _ in seen[len(crashed):])
