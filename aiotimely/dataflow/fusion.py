@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import AiotimelyError, CapabilityError, DataflowError
+from ..errors import CapabilityError, DataflowError
 from .channels import push_to_all
 
 if TYPE_CHECKING:
@@ -77,13 +77,9 @@ class FusedStage:
             op.current_time = time
             try:
                 out = stage._transform(time, batch)
-            except (DataflowError, CapabilityError) as exc:
-                if exc.operator is not None:
-                    raise
-                raise op._failure(exc) from exc
-            except AiotimelyError as exc:
-                raise op._failure(exc) from exc
             except Exception as exc:
+                if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
+                    raise  # already located (by the operator that raised it)
                 raise op._failure(exc) from exc
             if not out:
                 return

@@ -246,6 +246,19 @@ def fifo_worklist(monkeypatch, budget=10_000):
     monkeypatch.setattr(reachability, "heappop", pop)
 
 
+def count_heap_pops(monkeypatch) -> list[int]:
+    """Count the tracker's worklist steps from now on: ``popped[0]``."""
+    popped = [0]
+    real_pop = reachability.heappop
+
+    def counting_pop(work):
+        popped[0] += 1
+        return real_pop(work)
+
+    monkeypatch.setattr(reachability, "heappop", counting_pop)
+    return popped
+
+
 def test_planted_fifo_worklist_chases_a_retraction_round_the_loop(monkeypatch):
     """The loop-retraction test above must fail if the worklist is FIFO (a retraction chasing itself)."""
     fifo_worklist(monkeypatch)
@@ -271,14 +284,7 @@ def test_propagation_work_is_proportional_to_the_change_not_the_graph(monkeypatc
     tracker.propagate_all()
     assert tracker.frontier(Target(n, 0)) == Antichain([0])
 
-    popped = [0]
-    real_pop = reachability.heappop
-
-    def counting_pop(work):
-        popped[0] += 1
-        return real_pop(work)
-
-    monkeypatch.setattr(reachability, "heappop", counting_pop)
+    popped = count_heap_pops(monkeypatch)
     tracker.update(Source(1, 0), 5, 1)      # dominated by 0: no frontier moves
     tracker.propagate_all()
     assert popped[0] == 0

@@ -22,6 +22,7 @@ from aiotimely.progress import reachability
 
 from .graphs import OpSpec, ScopeSpec, random_scope, random_time
 from .reference import FlatGraph
+from .test_reachability import count_heap_pops
 
 
 def with_transparent_chains(rng: random.Random, spec: ScopeSpec) -> tuple[ScopeSpec, set[int]]:
@@ -140,14 +141,7 @@ def test_a_time_advance_hops_over_a_transparent_chain_in_one_step(monkeypatch):
     tracker.update(Source(1, 0), 0, 1)
     tracker.propagate_all()
     tracker.pushed()
-    popped = [0]
-    real_pop = reachability.heappop
-
-    def counting_pop(work):
-        popped[0] += 1
-        return real_pop(work)
-
-    monkeypatch.setattr(reachability, "heappop", counting_pop)
+    popped = count_heap_pops(monkeypatch)
     tracker.update(Source(1, 0), 1, 1)
     tracker.update(Source(1, 0), 0, -1)
     tracker.propagate_all()
