@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import os
 from types import TracebackType
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar, overload
 
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
@@ -53,6 +53,14 @@ class Worker:
         return self._scheduler.peers
 
     # -- building ----------------------------------------------------------------------
+
+    @overload
+    def dataflow(self, fn: Callable[[Scope[Stream]], R], *, name: str | None = None,
+                 timestamp: Any = int) -> R: ...
+
+    @overload
+    def dataflow(self, fn: None = None, *, name: str | None = None,
+                 timestamp: Any = int) -> BuildContext[Stream]: ...
 
     def dataflow(self, fn: Callable[[Scope[Stream]], R] | None = None, *, name: str | None = None,
                  timestamp: Any = int) -> Any:

@@ -10,11 +10,16 @@ import aiotimely as at
 from aiotimely.dataflow import Capability, InputPort, OperatorOutput
 
 
-def doubled_sums(scope: at.Scope[at.Stream], inp: at.InputHandle) -> at.ProbeHandle:
+def doubled_sums(scope: at.Scope[at.Stream], inp: at.InputHandle[int]) -> at.ProbeHandle:
     numbers = inp.to_stream(scope)
-    assert_type(numbers, at.Stream)
+    assert_type(numbers, at.Stream[int])
     doubled = numbers.map(lambda x: 2 * x).exchange(lambda x: x)
-    assert_type(doubled, at.Stream)
+    assert_type(doubled, at.Stream[int])
+    labels = doubled.map(str).filter(lambda s: s != "")
+    assert_type(labels, at.Stream[str])
+    assert_type(labels.flat_map(lambda s: list(s)).count(), at.Stream[int])
+    assert_type(labels.timed().settle(), at.Stream[str])
+    assert_type(labels.accumulate(0, lambda acc, batch: acc + len(batch)), at.Stream[int])
 
     @doubled.unary_frontier(name="Sums")
     async def sums(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
@@ -45,8 +50,9 @@ def rounds(scope: at.Scope[at.Stream]) -> at.Captured:
 
 
 async def build(worker: at.Worker) -> tuple[list[int], int]:
-    inp = at.InputHandle()
+    inp = at.InputHandle[int]()
     probe = worker.dataflow(lambda scope: doubled_sums(scope, inp))
+    assert_type(probe, at.ProbeHandle)
     captured = worker.dataflow(rounds)
     for t in range(3):
         inp.send_batch(range(t, t + 4))

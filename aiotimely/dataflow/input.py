@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Iterable
 
 from ..errors import CapabilityError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
@@ -17,8 +17,17 @@ from .ports import BATCH_SIZE, Activator, OperatorOutput, OutputPort
 from .stream import S
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    from ..stream import Stream
     from ..worker import WorkerHandle
     from .scope import Scope
+
+    R = TypeVar("R", default=Any)
+else:  # the default (PEP 696) is for type checkers: a bare InputHandle is InputHandle[Any]
+    from typing import TypeVar
+
+    R = TypeVar("R")
 
 __all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source", "BUFFERED"]
 
@@ -26,7 +35,7 @@ BUFFERED = 4 * BATCH_SIZE
 """Records an :class:`InputHandle` holds for the dataflow before ``asend`` waits."""
 
 
-class InputHandle:
+class InputHandle(Generic[R]):
     """Feeds records into a dataflow at a current time that only moves forward.
 
     ``send(x)`` / ``send_batch(xs)`` introduce records at :attr:`time`;
@@ -54,7 +63,7 @@ class InputHandle:
         self._room: list[asyncio.Future[None]] = []
         self._closed = False
 
-    def to_stream(self, scope: Scope[S]) -> S:
+    def to_stream(self, scope: Scope[Stream[Any]]) -> Stream[R]:
         """The stream of what this handle sends, in ``scope``."""
         if self._op is not None:
             raise GraphError("this InputHandle already feeds a dataflow; create one InputHandle per input")
@@ -63,7 +72,7 @@ class InputHandle:
         self._op = builder.build(self._attach)
         self._activator = self._op.activator()
         scope.worker.at_build_end(self._close_at_build_end)
-        result: S = stream
+        result: Stream[R] = stream
         return result
 
     def _attach(self, capabilities: list[Capability]) -> Logic:
@@ -90,9 +99,12 @@ class InputHandle:
         assert self._activator is not None
         self._activator.activate()
 
-    def send(self, record: Any) -> None:
+    def send(self, record: R) -> None:
         """Introduce one record at the current time (it waits in the handle while the dataflow is behind)."""
         self._check_open("send")
+        self._give(record)
+
+    def _give(self, record: Any) -> None:
         buffer = self._buffer
         buffer.append(record)
         self._buffered += 1
@@ -101,7 +113,7 @@ class InputHandle:
         elif len(buffer) >= BATCH_SIZE:
             self._seal()
 
-    def send_batch(self, records: Iterable[Any]) -> None:
+    def send_batch(self, records: Iterable[R]) -> None:
         """Introduce many records at the current time."""
         self._check_open("send")
         buffer = self._buffer
@@ -112,7 +124,7 @@ class InputHandle:
             self._seal()
         self._wake()
 
-    def send_at(self, time: Any, record: Any) -> None:
+    def send_at(self, time: Any, record: R) -> None:
         """Introduce a timed record, ``(time, record)``, in a batch at the current time: it carries its own
         ``time``, not earlier than the current one (see :meth:`InputPort.timed_order`)."""
         cap = self._check_open("send")
@@ -120,14 +132,14 @@ class InputHandle:
             raise CapabilityError(f"cannot send a record at time {time!r} through the InputHandle of "
                                   f"{cap._op.describe()}: its current time is {cap.time!r}, and a timed record's "
                                   "time must not be earlier")
-        self.send((time, record))
+        self._give((time, record))
 
-    async def asend(self, record: Any) -> None:
+    async def asend(self, record: R) -> None:
         """:meth:`send`, then wait while more than :data:`BUFFERED` records wait in the handle."""
         self.send(record)
         await self.wait_room()
 
-    async def asend_batch(self, records: Iterable[Any]) -> None:
+    async def asend_batch(self, records: Iterable[R]) -> None:
         """:meth:`send_batch`, then wait while more than :data:`BUFFERED` records wait in the handle."""
         self.send_batch(records)
         await self.wait_room()

@@ -59,11 +59,11 @@ def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]]) -> S:
     return batch_operator(stream, "FlatMap", transform)
 
 
-def filter(stream: S, predicate: Callable[[Any], bool]) -> S:
+def filter(stream: S, predicate: Callable[[Any], object]) -> S:
     return batch_operator(stream, "Filter", lambda _t, batch: list(_filter(predicate, batch)))
 
 
-def inspect(stream: S, fn: Callable[[Any], None]) -> S:
+def inspect(stream: S, fn: Callable[[Any], object]) -> S:
     def transform(_t: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(record)
@@ -72,7 +72,7 @@ def inspect(stream: S, fn: Callable[[Any], None]) -> S:
     return batch_operator(stream, "Inspect", transform)
 
 
-def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], None]) -> S:
+def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], object]) -> S:
     def transform(time: Any, batch: list[Any]) -> list[Any]:
         fn(time, batch)
         return batch
@@ -80,7 +80,7 @@ def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], None]) -> S:
     return batch_operator(stream, "InspectBatch", transform)
 
 
-def inspect_time(stream: S, fn: Callable[[Any, Any], None]) -> S:
+def inspect_time(stream: S, fn: Callable[[Any, Any], object]) -> S:
     def transform(time: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(time, record)

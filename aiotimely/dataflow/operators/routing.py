@@ -70,7 +70,7 @@ def partition(stream: S, parts: int, fn: Callable[[Any], int]) -> list[S]:
     return split(stream, "Partition", parts, choose)
 
 
-def branch(stream: S, predicate: Callable[[Any], bool]) -> tuple[S, S]:
+def branch(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
     def choose(batch: list[Any]) -> list[list[Any]]:
         no: list[Any] = []
         yes: list[Any] = []
