@@ -9,6 +9,8 @@ Run:  python examples/capture_replay.py
 
 from __future__ import annotations
 
+from typing import Callable
+
 import aiotimely as at
 
 
@@ -23,9 +25,9 @@ async def produce(worker: at.Worker) -> at.Captured:
     return captured
 
 
-def consume(captures: list[at.Captured]):
-    def build(worker: at.Worker) -> list:
-        counts: list = []
+def consume(captures: list[at.Captured]) -> Callable[[at.Worker], list[tuple[int, int]]]:
+    def build(worker: at.Worker) -> list[tuple[int, int]]:
+        counts: list[tuple[int, int]] = []
         worker.dataflow(lambda scope: at.replay(captures, scope).exchange(lambda x: 0).count().inspect_time(
             lambda t, n: counts.append((t, n))))
         return counts
@@ -33,11 +35,11 @@ def consume(captures: list[at.Captured]):
     return build
 
 
-def main() -> dict:
+def main() -> dict[str, dict[int, int]]:
     captures = at.execute(produce, workers=2)
     captured = {t: len(records) for c in captures for t, records in c.extract()}
     counts = at.execute(consume(captures), workers=3)
-    replayed: dict = {}
+    replayed: dict[int, int] = {}
     for worker_counts in counts:
         for t, n in worker_counts:
             replayed[t] = replayed.get(t, 0) + n

@@ -11,17 +11,22 @@ Run:  python examples/collatz.py -w 2 [LIMIT]
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import aiotimely as at
 from aiotimely.execution import parse_args
 
 
-def step(record):
+Record = tuple[int, int, int]
+"""(start, current value, steps so far)"""
+
+
+def step(record: Record) -> Record:
     start, n, steps = record
     return start, (n // 2 if n % 2 == 0 else 3 * n + 1), steps + 1
 
 
-def collatz(scope: at.Scope, numbers: at.Stream, rounds: list) -> at.Stream:
+def collatz(scope: at.Scope, numbers: at.Stream[int], rounds: list[tuple[int, int]]) -> at.Stream[Record]:
     with scope.iterative(name="collatz") as loop:
         handle, again = loop.feedback(1)
         stepped = numbers.enter(loop).map(lambda n: (n, n, 0)).concat(again).map(step)
@@ -32,9 +37,9 @@ def collatz(scope: at.Scope, numbers: at.Stream, rounds: list) -> at.Stream:
     return result
 
 
-def build(worker: at.Worker, limit: int = 30) -> dict:
+def build(worker: at.Worker, limit: int = 30) -> dict[str, Any]:
     steps: dict[int, int] = {}
-    rounds: list = []
+    rounds: list[tuple[int, int]] = []
     mine = range(1 + worker.index, limit + 1, worker.peers)
     worker.dataflow(
         lambda scope: collatz(scope, at.to_stream(mine, scope), rounds).inspect(

@@ -13,6 +13,8 @@ Run:  python examples/progress_tour.py
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiotimely.progress import (
     INT,
     FrontierInterest,
@@ -20,12 +22,14 @@ from aiotimely.progress import (
     Product,
     Refinement,
     Source,
+    Subgraph,
     SubgraphBuilder,
     Target,
 )
 
 
-def build():
+def build() -> tuple[Subgraph, Subgraph, OperatorProgress, OperatorProgress, OperatorProgress,
+                     OperatorProgress]:
     """Build the dataflow's progress structure: a top scope holding an iterative scope."""
     top = SubgraphBuilder(Refinement.region(INT), name="dataflow")
     loop = SubgraphBuilder(Refinement.iterative(INT), inputs=1, outputs=1, name="iterate", path=(0, 2))
@@ -50,7 +54,7 @@ def build():
     return top.build(), iterate, source, body, feedback, sink
 
 
-def settle(*scopes):
+def settle(*scopes: Subgraph) -> None:
     """Run progress rounds until nothing changes (the worker runtime's job, done by hand)."""
     for _ in range(10):
         for scope in scopes:
@@ -64,20 +68,20 @@ def settle(*scopes):
             return
 
 
-def fmt(frontier):
+def fmt(frontier: Any) -> str:
     """A frontier as a set of times; Product(o, i) shown as (o, i). {} means complete."""
     times = sorted(frontier)
     return "{" + ", ".join(f"({t.outer}, {t.inner})" if isinstance(t, Product) else str(t) for t in times) + "}"
 
 
-def show(step, top, iterate):
+def show(step: str, top: Subgraph, iterate: Subgraph) -> None:
     sink = fmt(top.frontier(Target(3, 0)))
     body = fmt(iterate.frontier(Target(1, 0)))
     back = fmt(iterate.frontier(Target(1, 1)))
     print(f"{step:<45} {sink:<6} {body:<9} {back}")
 
 
-def main():
+def main() -> None:
     top, iterate, source, body, feedback, sink = build()
     settle(top, iterate)
     print(f"{'frontiers at the inputs of:':<45} {'sink':<6} {'body':<9} body's back edge")

@@ -30,7 +30,8 @@ def _binary() -> Path:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class TansuBroker:
@@ -39,7 +40,7 @@ class TansuBroker:
     def __init__(self, port: int | None = None) -> None:
         self.port = port or _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 10.0) -> TansuBroker:
         url = f"tcp://127.0.0.1:{self.port}"

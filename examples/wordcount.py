@@ -11,6 +11,7 @@ Run:  python examples/wordcount.py -w 2            (a built-in text)
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import aiotimely as at
 from aiotimely.execution import parse_args
@@ -22,13 +23,14 @@ a quick brown dog jumps over a lazy fox
 """
 
 
-def wordcount(lines: at.Stream) -> at.Stream:
+def wordcount(lines: at.Stream[str]) -> at.Stream[tuple[str, int]]:
     words = lines.flat_map(lambda line: [(word, 1) for word in line.split()])
 
     @words.unary_frontier(exchange=lambda kv: kv[0], name="WordCount")
-    async def counted(input, output, cap):
+    async def counted(input: at.InputPort, output: at.OperatorOutput, cap: at.Capability) -> None:
         cap.drop()
-        pending, counts = {}, {}
+        pending: dict[at.Capability, list[tuple[str, int]]] = {}
+        counts: dict[str, int] = {}
         async for _ in input.activations():
             for time, batch in input.drain():
                 pending.setdefault(time.retain(), []).extend(batch)
@@ -43,9 +45,9 @@ def wordcount(lines: at.Stream) -> at.Stream:
     return counted
 
 
-async def build(worker: at.Worker, text: str = TEXT) -> list:
-    inp = at.InputHandle()
-    results = []
+async def build(worker: at.Worker, text: str = TEXT) -> list[tuple[Any, tuple[str, int]]]:
+    inp = at.InputHandle[str]()
+    results: list[tuple[Any, tuple[str, int]]] = []
     probe = worker.dataflow(
         lambda scope: wordcount(inp.to_stream(scope))
         .inspect_time(lambda t, wc: results.append((t, wc)))
@@ -59,7 +61,7 @@ async def build(worker: at.Worker, text: str = TEXT) -> list:
     return results
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None) -> dict[str, int]:
     _, rest = parse_args(argv)
     text = TEXT
     if rest:

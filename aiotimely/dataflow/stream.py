@@ -46,5 +46,13 @@ class StreamCore:
         return f"{type(self).__name__}({self.source!r} in scope {self.scope.name!r})"
 
 
-S = TypeVar("S", bound=StreamCore)
+if TYPE_CHECKING:
+    # A default (PEP 696) for type checkers only, so that users may write a bare ``Scope``.
+    from typing_extensions import TypeVar as _TypeVar
+
+    from ..stream import Stream
+
+    S = _TypeVar("S", bound=StreamCore, default="Stream[Any]")
+else:
+    S = TypeVar("S", bound=StreamCore)
 """The stream class of a dataflow: :class:`aiotimely.Stream` when built through a worker."""
