@@ -13,8 +13,10 @@ from .dataflow import CapabilityRef as CapabilityRef
 from .dataflow import Captured as Captured
 from .dataflow import FrontierNotificator as FrontierNotificator
 from .dataflow import InputHandle as InputHandle
+from .dataflow import InputPort as InputPort
 from .dataflow import Messages as Messages
 from .dataflow import Notificator as Notificator
+from .dataflow import OperatorOutput as OperatorOutput
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
@@ -49,7 +51,8 @@ __version__ = "0.3.0"
 __all__ = [
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
-    "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
+    "FrontierNotificator", "GraphError", "InputHandle", "InputPort", "Messages", "MutableAntichain", "Notificator",
+    "OperatorOutput",
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
     "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
