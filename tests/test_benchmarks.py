@@ -72,7 +72,8 @@ def test_kafka_benchmark_quick_run():
     from benchmarks import kafka
 
     results = kafka.main(["--quick"])
-    assert set(results["runs"]) == {"raw produce", "ours produce", "raw consume", "ours consume"}
+    assert set(results["runs"]) == {"raw produce", "raw produce in turn", "ours produce", "raw consume",
+                                    "raw consume in bunches", "ours consume"}
 
 
 @pytest.mark.slow
@@ -89,3 +90,4 @@ def test_recovery_benchmark_quick_run_counts_every_word_and_restarts():
 
     results = recovery.main(["--quick"])      # throughput() asserts every word counted, with and without snapshots
     assert results["restart"]["seconds_to_first_output"] > 0
+

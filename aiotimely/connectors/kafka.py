@@ -155,38 +155,43 @@ def source(
             cap.downgrade(start)
             again: list[tuple[int, KafkaRecord]] = []
             for p in mine:
-                resumed = p.number in positions.restored
                 again.extend(positions.resume(p, start))
-                if resumed:  # read on where the snapshot says
+                if p.number in positions.restored:  # read on where the snapshot says (before any fetch starts)
                     consumer.seek(tps[p.number], p.position)
-                    continue
-                committed = await consumer.committed(tps[p.number])
-                if committed is None:
-                    await consumer.seek_to_beginning(tps[p.number])
-                else:
-                    consumer.seek(tps[p.number], committed)
-                p.position = await consumer.position(tps[p.number])
+            for p in mine:
+                if p.number not in positions.restored:
+                    # The group's committed offset, or the beginning: aiokafka starts a partition assigned to a
+                    # consumer with a group there (auto_offset_reset="earliest"). Seeking there again would
+                    # drop the records it has already fetched, and fetch them again.
+                    p.position = await consumer.position(tps[p.number])
             for t, record in sorted(again, key=lambda tr: tr[0]):
                 with cap.delayed(t) as at_t:
                     output.session(at_t).give(record)
             poll_number = start
             checkpoints = _Checkpoints()
-            last_commit = _time.monotonic()
-            last_record = _time.monotonic()
-            while not (stop is not None and stop.is_set()):
-                polled = await consumer.getmany(*tps.values(), timeout_ms=poll_ms, max_records=max_records)
-                groups: dict[int, list[KafkaRecord]] = {}
-                by_partition = {p.number: p for p in mine}
+            by_partition = {p.number: p for p in mine}
+            latest: dict[int, int] = {}  # per partition: the latest time of this poll's records
+            held: dict[int, list[KafkaRecord]] = {}  # event time: this poll's records, timed once all are in
+
+            def take(polled: dict[Any, list[Any]], poll: int) -> int:
+                """Make ``polled`` into records and send them on at their times (with event time: hold them);
+                returns how many there were."""
+                count = 0
                 for tp, messages in polled.items():
                     if not messages:
                         continue
+                    count += len(messages)
                     part = by_partition[tp.partition]
                     records = [new(KafkaRecord, (m.topic, m.partition, m.offset, m.key, m.value, m.timestamp))
                                for m in messages]
+                    part.position = records[-1].offset + 1
                     times: list[tuple[int, list[KafkaRecord]]]
+                    if event_time:
+                        held.setdefault(tp.partition, []).extend(records)
+                        continue
                     if time == "poll":
-                        times = [(poll_number, records)]
-                    elif time == "offset":
+                        times = [(poll, records)]
+                    else:
                         times = []
                         for r in records:
                             t = r.offset // offset_bucket
@@ -194,19 +199,47 @@ def source(
                                 times[-1][1].append(r)
                             else:
                                 times.append((t, [r]))
-                    else:
-                        assert part.policy is not None
-                        times = part.policy.times(records)
+                    for t, group in times:
+                        with cap.delayed(t) as at_t:
+                            output.session(at_t).give_many(group)
+                        if positions.every is not None:
+                            part.sent(t, group)
+                    latest[tp.partition] = times[-1][0]
+                return count
+
+            last_commit = _time.monotonic()
+            last_record = _time.monotonic()
+            while not (stop is not None and stop.is_set()):
+                # One poll: up to max_records records, asked for _BUNCH at a time while aiokafka has them at hand
+                # (only the first ask waits for records to come). Each bunch is sent on before the next is made.
+                got, timeout = 0, poll_ms
+                while got < max_records:
+                    bunch = take(await consumer.getmany(*tps.values(), timeout_ms=timeout,
+                                                        max_records=min(_BUNCH, max_records - got)), poll_number)
+                    if not bunch:
+                        break
+                    got += bunch
+                    timeout = 0
+                groups: dict[int, list[KafkaRecord]] = {}
+                for number, records in held.items():
+                    part = by_partition[number]
+                    assert part.policy is not None
+                    times = part.policy.times(records)
                     for t, group in times:
                         groups.setdefault(t, []).extend(group)
                         if positions.every is not None:
                             part.sent(t, group)
-                    part.position = records[-1].offset + 1
-                    checkpoints.add(tp.partition, max(t for t, _ in times), part.position)
+                    latest[number] = max(t for t, _ in times)
+                held.clear()
                 for t in sorted(groups):
                     with cap.delayed(t) as at_t:
                         output.session(at_t).give_many(groups[t])
-                if polled and any(polled.values()):
+                del groups
+                if commit is not None and positions.every is None:  # (nothing else reads them)
+                    for number, t in latest.items():
+                        checkpoints.add(number, t, by_partition[number].position)
+                latest.clear()
+                if got:
                     last_record = _time.monotonic()
                     poll_number += 1
                 for p in mine:
@@ -244,6 +277,12 @@ def source(
 
     return _source(scope, name, logic)
 
+
+_BUNCH = 256
+"""How many records a source asks aiokafka for at a time (until a poll has ``max_records``). Each bunch is made
+into :class:`KafkaRecord` s and sent on before the next is asked for, so that the consumer's and our records
+alive at a time stay below the garbage collector's first threshold (700 new container objects): holding
+10,000 records of each kind made it collect (and traverse them) over and over."""
 
 IN_FLIGHT = 100_000
 """How many records a sink sends before it waits for Kafka's acknowledgements."""
@@ -291,20 +330,44 @@ def sink(
     aiokafka = _aiokafka()
     producer: Any = None
 
-    async def send(partition: int, keys: list[bytes | None] | None, records: list[Any], sends: list[Any]) -> None:
-        """Hand ``records`` to the producer for ``partition``, in Kafka batches; their futures go to ``sends``."""
-        if value is _bytes_value:
-            values = [r if type(r) is bytes else _bytes_value(r) for r in records]
-        else:
-            values = [value(r) for r in records]
-        kafka_batch = producer.create_batch()
-        for i, v in enumerate(values):
-            k = None if keys is None else keys[i]
-            if kafka_batch.append(key=k, value=v, timestamp=None) is None:
-                sends.append(await producer.send_batch(kafka_batch, topic, partition=partition))
+    async def send(parts: list[tuple[int, list[bytes | None] | None, list[Any]]], sends: list[Any]) -> None:
+        """Hand each ``(partition, keys, records)`` to the producer in Kafka batches; their futures go to ``sends``.
+
+        The partitions take turns, a batch each, so that one produce request carries a batch for each of
+        them (aiokafka has one request in flight per broker, and takes a partition's next batch once the
+        request before is answered). Each batch is closed as it is handed over: none waits for ``linger_ms``
+        for records that will not come."""
+        todo: list[tuple[int, list[bytes | None] | None, list[bytes], int]] = []  # (..., next to append)
+        for partition, keys, records in parts:
+            if value is _bytes_value:
+                values = [r if type(r) is bytes else _bytes_value(r) for r in records]
+            else:
+                values = [value(r) for r in records]
+            if values:
+                todo.append((partition, keys, values, 0))
+        while todo:
+            left: list[tuple[int, list[bytes | None] | None, list[bytes], int]] = []
+            for partition, keys, values, first in todo:
                 kafka_batch = producer.create_batch()
-                kafka_batch.append(key=k, value=v, timestamp=None)
-        sends.append(await producer.send_batch(kafka_batch, topic, partition=partition))
+                append = kafka_batch.append
+                rest = len(values)  # the first record not in this batch
+                if keys is None:
+                    for j in range(first, rest):
+                        if append(key=None, value=values[j], timestamp=None) is None:
+                            rest = j
+                            break
+                else:
+                    for j in range(first, rest):
+                        if append(key=keys[j], value=values[j], timestamp=None) is None:
+                            rest = j
+                            break
+                if rest == first:  # (aiokafka takes any record into an empty batch)
+                    raise ValueError(f"{name}: a record of {len(values[first])} bytes does not fit in a Kafka batch")
+                kafka_batch.close()
+                sends.append(await producer.send_batch(kafka_batch, topic, partition=partition))
+                if rest < len(values):
+                    left.append((partition, keys, values, rest))
+            todo = left
 
     async def logic(input: InputPort, output: OperatorOutput, cap: Capability) -> None:
         nonlocal producer
@@ -331,8 +394,8 @@ def sink(
                     n = len(partitions)
                     if key is _no_key:  # round robin, a stride of the batch per partition
                         first, turn = turn % n, turn + len(batch)
-                        for i in range(min(n, len(batch))):
-                            await send(partitions[(first + i) % n], None, batch[i::n], sends)
+                        await send([(partitions[(first + i) % n], None, batch[i::n])
+                                    for i in range(min(n, len(batch)))], sends)
                     else:
                         by_partition: dict[int, tuple[list[bytes | None], list[Any]]] = {}
                         for record in batch:
@@ -345,8 +408,7 @@ def sink(
                             keys, records = by_partition.setdefault(p, ([], []))
                             keys.append(k)
                             records.append(record)
-                        for p, (keys, records) in by_partition.items():
-                            await send(p, keys, records, sends)
+                        await send([(p, keys, records) for p, (keys, records) in by_partition.items()], sends)
                     acked.append((held, batch))
                     in_flight += len(batch)
                     if in_flight >= IN_FLIGHT:

@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from zlib import crc32
 
 import pytest
 
@@ -148,3 +149,95 @@ def test_a_killed_pipeline_restarts_from_its_commits_without_loss(broker):
         if offset < (at_kill[partition] or 0):
             assert count == 1, (partition, offset)                           # committed before: once
     assert asyncio.run(committed(broker.bootstrap, "in", "pipeline")) == {p: n // 3 for p in range(3)}
+
+
+async def commit_offsets(bootstrap, topic, group, offsets):
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([aiokafka.TopicPartition(topic, p) for p in offsets])
+        await consumer.commit({aiokafka.TopicPartition(topic, p): o for p, o in offsets.items()})
+    finally:
+        await consumer.stop()
+
+
+def test_a_source_starts_at_its_groups_committed_offsets_or_the_beginning(broker):
+    broker.create_topic("t")
+    asyncio.run(produce(broker.bootstrap, "t", [f"v{i}".encode() for i in range(30)]))
+    asyncio.run(commit_offsets(broker.bootstrap, "t", "c", {0: 4, 1: 10}))      # partition 2: nothing committed
+
+    def build(worker):
+        seen = []
+        worker.dataflow(lambda s: kafka.source(s, broker.bootstrap, "t", group_id="c", idle_timeout=0.5)
+                        .inspect(lambda r: seen.append((r.partition, r.offset))))
+        return seen
+
+    seen = at.execute(build)[0]
+    assert sorted(seen) == [(0, o) for o in range(4, 10)] + [(2, o) for o in range(10)]
+
+
+@pytest.mark.parametrize("mode", ["poll", "offset"])
+def test_polls_larger_than_a_bunch_arrive_whole_in_order_and_are_committed(broker, mode):
+    broker.create_topic("big")
+    n = 2100                                            # 700 a partition: a poll takes them in several bunches
+    asyncio.run(produce(broker.bootstrap, "big", [f"v{i}".encode() for i in range(n)]))
+
+    def build(worker):
+        probe = at.ProbeHandle()
+        seen = []
+        worker.dataflow(lambda s: kafka.source(s, broker.bootstrap, "big", group_id="b", time=mode, offset_bucket=100,
+                                               commit=probe, idle_timeout=0.5, commit_interval=0.05)
+                        .inspect_time(lambda t, r: seen.append((t, r))).probe_with(probe))
+        return seen
+
+    seen = at.execute(build)[0]
+    assert len(seen) == n
+    for p in range(3):
+        offsets = [r.offset for _, r in seen if r.partition == p]
+        assert offsets == list(range(n // 3))                                  # each once, in offset order
+        assert all(r.value == f"v{3 * r.offset + p}".encode() for _, r in seen if r.partition == p)
+    if mode == "offset":
+        assert all(t == r.offset // 100 for t, r in seen)
+    assert asyncio.run(committed(broker.bootstrap, "big", "b")) == {p: n // 3 for p in range(3)}
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_sink_keeps_each_partitions_order_over_many_kafka_batches(broker, keyed):
+    broker.create_topic("s")
+    n = 6000                                            # 100-byte records: dozens of Kafka batches a partition
+
+    def build(worker):
+        inp = at.InputHandle()
+        key = (lambda r: str(int(r[:8]) % 7).encode()) if keyed else kafka._no_key
+        probe = worker.dataflow(lambda s: kafka.sink(inp.to_stream(s), broker.bootstrap, "s", key=key).probe())
+        for lo in range(0, n, 1000):
+            inp.send_batch([b"%08d" % i + b"." * 92 for i in range(lo, lo + 1000)])
+            inp.advance_to(lo // 1000 + 1)
+        inp.close()
+        return probe
+
+    at.execute(build)
+    got = asyncio.run(consume_by_partition(broker.bootstrap, "s"))
+    assert sorted(i for values in got.values() for i in values) == list(range(n))
+    for partition, values in got.items():
+        if keyed:                                       # a key's records go to one partition, in order
+            assert {i % 7 for i in values} <= {k for k in range(7)
+                                               if crc32(str(k).encode()) % 3 == partition}
+        assert values == sorted(values)
+
+
+async def consume_by_partition(bootstrap, topic, partitions=3, quiet=1.0):
+    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [aiokafka.TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        got, last = {p: [] for p in range(partitions)}, time.monotonic()
+        while time.monotonic() - last < quiet:
+            for tp, messages in (await consumer.getmany(timeout_ms=100)).items():
+                got[tp.partition].extend(int(m.value[:8]) for m in messages)
+                last = time.monotonic()
+        return got
+    finally:
+        await consumer.stop()
