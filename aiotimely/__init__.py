@@ -7,6 +7,7 @@ with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 
 from .comm.codec import register_type as register_type
 from .comm.routing import route as route
+from .dataflow import ActivateCapability as ActivateCapability
 from .dataflow import Activator as Activator
 from .dataflow import Capability as Capability
 from .dataflow import CapabilityRef as CapabilityRef
@@ -22,9 +23,18 @@ from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
 from .dataflow import TimedOrder as TimedOrder
 from .dataflow import TimeOrder as TimeOrder
+from .dataflow import UnorderedHandle as UnorderedHandle
+from .dataflow import UnorderedSession as UnorderedSession
+from .dataflow import operator as operator
 from .dataflow import replay as replay
 from .dataflow import source as source
 from .dataflow import to_stream as to_stream
+from .dataflow.windowing import Agg as Agg
+from .dataflow.windowing import Aggregation as Aggregation
+from .dataflow.windowing import Sessions as Sessions
+from .dataflow.windowing import Sliding as Sliding
+from .dataflow.windowing import Tumbling as Tumbling
+from .dataflow.windowing import WindowSpec as WindowSpec
 from .errors import AiotimelyError as AiotimelyError
 from .errors import CapabilityError as CapabilityError
 from .errors import ClusterError as ClusterError
@@ -45,10 +55,26 @@ from .execution import execute_async as execute_async
 from .execution import execute_from_args as execute_from_args
 from .stream import Stream as Stream
 from .stream import concatenate as concatenate
+from .dataflow.sequencer import Barrier as Barrier
+from .dataflow.sequencer import Sequencer as Sequencer
+from .worker.logging import CapabilityEvent as CapabilityEvent
+from .worker.logging import ChannelsEvent as ChannelsEvent
+from .worker.logging import LogRegistry as LogRegistry
+from .worker.logging import Logger as Logger
+from .worker.logging import MessagesEvent as MessagesEvent
+from .worker.logging import OperatesEvent as OperatesEvent
+from .worker.logging import ParkEvent as ParkEvent
+from .worker.logging import ProgressEvent as ProgressEvent
+from .worker.logging import PushProgressEvent as PushProgressEvent
+from .worker.logging import ScheduleEvent as ScheduleEvent
+from .worker.logging import ShutdownEvent as ShutdownEvent
+from .worker.logging import StartStop as StartStop
+from .worker.logging import TimelyEvent as TimelyEvent
 
 __version__ = "0.3.0"
 
 __all__ = [
+    "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "InputPort", "Messages", "MutableAntichain", "Notificator",
@@ -57,4 +83,8 @@ __all__ = [
     "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream",
+    "Agg", "Aggregation", "Sessions", "Sliding", "Tumbling", "WindowSpec",
+    "Barrier", "Sequencer", "LogRegistry", "Logger", "TimelyEvent", "StartStop", "OperatesEvent", "ChannelsEvent",
+    "ScheduleEvent", "MessagesEvent", "ProgressEvent", "PushProgressEvent", "CapabilityEvent", "ShutdownEvent",
+    "ParkEvent",
 ]

@@ -23,6 +23,7 @@ from .dataflow.state import StateStore
 from .errors import ClusterError
 from .stream import Stream
 from .worker import Computation, Scheduler, WorkerStatistics
+from .worker.logging import LogRegistry
 from .worker.loop import run
 
 __all__ = ["Worker", "execute", "execute_async", "execute_from_args", "parse_args"]
@@ -113,6 +114,12 @@ class Worker:
     def statistics(self) -> WorkerStatistics:
         """What the worker has done so far: rounds, dataflows, operator activations."""
         return self._scheduler.statistics()
+
+    def log_register(self) -> LogRegistry:
+        """The worker's logs (timely's ``log_register``): ``insert("timely", callback)`` gets batches of
+        ``(elapsed, worker, event)``, events being :data:`aiotimely.TimelyEvent` s; ``remove(name)`` stops one.
+        Insert before building the dataflows to see them built (their ``OperatesEvent`` s and ``ChannelsEvent`` s)."""
+        return self._scheduler.log_registry
 
     # -- async with ----------------------------------------------------------------------
 

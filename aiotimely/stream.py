@@ -8,13 +8,17 @@ and returns the operator's output stream(s), of this class.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Sequence, cast, overload
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Literal, Sequence, cast, overload
 
 from .dataflow import capture as _capture
 from .dataflow import input as _input
 from .dataflow.operators import generic, loops, maplike, routing, temporal
+from .dataflow.operators import join as _join
+from .dataflow.operators import keyed
+from .dataflow.operators import windows as _windows
 from .dataflow.operators.generic import Interest, OperatorLogic
 from .dataflow.stream import StreamCore
+from .dataflow.windowing import Aggregation, WindowSpec
 from .progress import FrontierInterest
 
 if TYPE_CHECKING:
@@ -35,6 +39,9 @@ else:  # a default (PEP 696) is for type checkers; 3.11's TypeVar has none
 """The type of a stream's records; a bare ``Stream`` is ``Stream[Any]``."""
 U = TypeVar("U")
 A = TypeVar("A")
+K = TypeVar("K")
+V = TypeVar("V")
+W = TypeVar("W")
 
 Decorator = Callable[[OperatorLogic], "Stream[Any]"]
 """What a generic builder returns without logic: it builds the operator from the function it decorates."""
@@ -133,6 +140,85 @@ class Stream(StreamCore, Generic[T]):
         """Hold records until a time of ``clock`` at or after theirs is complete; emit them at it."""
         return temporal.reclock(self, clock)
 
+    # -- keyed state and joins ----------------------------------------------------------
+    # On keyed streams, of ``(key, value)`` pairs: each operator routes its input by key itself.
+
+    def stateful_map(self: Stream[tuple[K, V]], fn: Callable[[Any, V], tuple[Any, U]]) -> Stream[tuple[K, U]]:
+        """Per key, in time order: ``state, out = fn(state, value)`` (``state`` is ``None`` for a new key;
+        returning ``None`` forgets the key); emits ``(key, out)`` at the record's time. The state is kept by
+        key (snapshots, rescaling)."""
+        return cast("Stream[tuple[K, U]]", keyed.stateful_map(self, fn))
+
+    def state_machine(self: Stream[tuple[K, V]], fn: Callable[[K, V, Any], tuple[Any, Iterable[U]]],
+                      init: Callable[[], Any] | None = None) -> Stream[U]:
+        """Timely's ``state_machine``: per key, in time order, ``state, outputs = fn(key, value, state)``
+        (``state`` starts as ``init()``, or ``None``; returning ``None`` forgets the key); emits each of
+        ``outputs`` at the record's time."""
+        return cast("Stream[U]", keyed.state_machine(self, fn, init))
+
+    def distinct(self: Stream[tuple[K, V]], by: Callable[[V], Any] | None = None) -> Stream[tuple[K, V]]:
+        """Each ``(key, value)`` only the first time it is seen, in time order; with ``by``, the first record of
+        each ``(key, by(value))`` (``by=lambda v: None``: the first record of each key)."""
+        return keyed.distinct(self, by)
+
+    def reduce(self: Stream[tuple[K, V]], fn: Callable[[V, V], V]) -> Stream[tuple[K, V]]:
+        """Per key and time, the values combined with ``fn(a, b)``; emits ``(key, result)`` once the time
+        is complete."""
+        return keyed.reduce(self, fn)
+
+    def fold(self: Stream[tuple[K, V]], init: Callable[[], A], fn: Callable[[A, V], A]) -> Stream[tuple[K, A]]:
+        """Per key and time, ``acc = fn(acc, value)`` from ``init()``; emits ``(key, acc)`` once the time is
+        complete."""
+        return cast("Stream[tuple[K, A]]", keyed.fold(self, init, fn))
+
+    def aggregate(self: Stream[tuple[K, V]], fold: Callable[[K, V, A], A], emit: Callable[[K, A], U],
+                  init: Callable[[], A] | None = None) -> Stream[U]:
+        """Timely's ``aggregate``: per key and time, ``agg = fold(key, value, agg)`` from ``init()`` (or
+        ``None``); emits ``emit(key, agg)`` once the time is complete."""
+        return cast("Stream[U]", keyed.aggregate(self, fold, emit, init))
+
+    def join(self: Stream[tuple[K, V]], other: Stream[tuple[K, W]]) -> Stream[tuple[K, tuple[V, W]]]:
+        """``(key, (v, w))`` for every ``(key, v)`` here and ``(key, w)`` of ``other`` at the same time, sent as
+        soon as both are there; a time's records are forgotten once both frontiers have passed it."""
+        return cast("Stream[tuple[K, tuple[V, W]]]", _join.join(self, other))
+
+    def interval_join(self: Stream[tuple[K, V]], other: Stream[tuple[K, W]], lower: int,
+                      upper: int) -> Stream[tuple[K, tuple[V, W]]]:
+        """``(key, (v, w))`` for ``(key, v)`` here at ``t`` and ``(key, w)`` of ``other`` at ``u`` with
+        ``lower <= u - t <= upper`` (int times), at time ``max(t, u)`` once complete; records are kept (by key)
+        until the frontiers pass every time they could still meet."""
+        return cast("Stream[tuple[K, tuple[V, W]]]", _join.interval_join(self, other, lower, upper))
+
+    # -- windows ----------------------------------------------------------------------
+    # Per key and window of event time, closed exactly when the frontier passes the window's end (+ lateness).
+
+    @overload
+    def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
+               key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
+               timed: bool = False, lateness: int = 0, late: Literal["drop"] = "drop", early: bool = False,
+               name: str = "Window") -> Stream[Any]: ...
+
+    @overload
+    def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
+               key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
+               timed: bool = False, lateness: int = 0, late: Literal["count", "stream"], early: bool = False,
+               name: str = "Window") -> tuple[Stream[Any], Stream[Any]]: ...
+
+    def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
+               key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
+               timed: bool = False, lateness: int = 0, late: str = "drop", early: bool = False,
+               name: str = "Window") -> Stream[Any] | tuple[Stream[Any], Stream[Any]]:
+        """Aggregate records per key and window (``at.Tumbling``, ``at.Sliding``, ``at.Sessions``) with
+        ``at.Agg`` aggregations (a tuple of them gives a tuple): ``(key, (start, end), value)`` per window, sent at
+        time ``end + lateness`` once the frontier passes it (without ``key``: ``((start, end), value)``, on one
+        worker). Event time is the dataflow time, or ``time(x)`` (an int), or a timed record's (``timed=True``),
+        or the wall clock in ms (``time="processing"``). A record at dataflow time ``d`` is late if its window
+        ends at or before ``d - lateness``: ``late="drop"``, or ``"count"``/``"stream"`` to also get a stream of
+        late counts / late records (at their dataflow times) as a second result. ``early=True`` also sends each
+        window's partial result at every time that changes it (the one at ``end + lateness`` is final)."""
+        return _windows.window(self, windows, aggregation, key=key, time=time, timed=timed, lateness=lateness,
+                               late=late, early=early, name=name)
+
     # -- scopes -------------------------------------------------------------------------
 
     def enter(self, scope: Scope[Stream[Any]]) -> Stream[T]:
@@ -167,6 +253,19 @@ class Stream(StreamCore, Generic[T]):
         """Push this stream's events to ``sink`` as they happen (an ``EventWriter``, a ``Captured``, ...)."""
         _capture.capture_into(self, sink)
 
+    # -- timely's library: branch by time, change in place --------------------------------
+
+    def branch_when(self, predicate: Callable[[Any], object]) -> tuple[Stream[T], Stream[T]]:
+        """``(records at times where predicate(time) is false, records at times where it is true)``: timely's
+        ``branch_when``, deciding once per batch by its time."""
+        return routing.branch_when(self, predicate)
+
+    def map_in_place(self, fn: Callable[[T], object]) -> Stream[T]:
+        """Call ``fn(x)`` to change each record ``x`` itself, passing the same records on (timely's
+        ``map_in_place``; it fuses as ``map`` does). Another consumer of the same records on this worker
+        sees the change: where the stream is consumed twice, ``map`` a copy instead."""
+        return maplike.map_in_place(self, fn)
+
     # -- user logic ---------------------------------------------------------------------
     # Each builder takes the logic, or returns a decorator that does: ``@stream.unary(name="X")``.
 
@@ -198,16 +297,20 @@ class Stream(StreamCore, Generic[T]):
 
     @overload
     def unary_notify(self, logic: OperatorLogic,
-                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream[Any]: ...
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                     init: Iterable[Any] = ()) -> Stream[Any]: ...
 
     @overload
     def unary_notify(self, logic: None = None,
-                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                     init: Iterable[Any] = ()) -> Decorator: ...
 
     def unary_notify(self, logic: OperatorLogic | None = None,
-                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
-        """``async def logic(input, output, notificator)``: request and receive notifications."""
-        return generic.unary_notify(self, logic, exchange=exchange, name=name, interest=interest)
+                     *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                     init: Iterable[Any] = ()) -> Any:
+        """``async def logic(input, output, notificator)``: request and receive notifications; ``init``
+        times are requested up front (delivered once the frontier passes each, as any other)."""
+        return generic.unary_notify(self, logic, exchange=exchange, name=name, interest=interest, init=init)
 
     @overload
     def binary(self, other: Stream[Any], logic: OperatorLogic,
@@ -237,16 +340,20 @@ class Stream(StreamCore, Generic[T]):
 
     @overload
     def binary_notify(self, other: Stream[Any], logic: OperatorLogic,
-                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream[Any]: ...
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                      init: Iterable[Any] = ()) -> Stream[Any]: ...
 
     @overload
     def binary_notify(self, other: Stream[Any], logic: None = None,
-                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Decorator: ...
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                      init: Iterable[Any] = ()) -> Decorator: ...
 
     def binary_notify(self, other: Stream[Any], logic: OperatorLogic | None = None,
-                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
-        """``async def logic(input1, input2, output, notificator)``."""
-        return generic.binary_notify(self, other, logic, exchange=exchange, name=name, interest=interest)
+                      *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS,
+                      init: Iterable[Any] = ()) -> Any:
+        """``async def logic(input1, input2, output, notificator)``; ``init`` as for :meth:`unary_notify`."""
+        return generic.binary_notify(self, other, logic, exchange=exchange, name=name, interest=interest,
+                                     init=init)
 
     @overload
     def sink(self, logic: OperatorLogic,

@@ -22,6 +22,7 @@ SUITE = {
     "spark": "benchmarks.spark",
     "tracker": "benchmarks.tracker",
     "recovery": "benchmarks.recovery",
+    "windows": "benchmarks.windows",
     "plots": "benchmarks.plots",
 }
 

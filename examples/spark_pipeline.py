@@ -3,9 +3,9 @@
 Spark (local mode) reads JSON click events from a folder, one file per
 micro-batch, parses them and drops the bots' clicks; ``AiotimelyForeachWriter``
 forwards each surviving row to a running aiotimely computation, where the Spark
-batch id is the timestamp. aiotimely keeps, per page, click counts over windows of
-two batches, holding one capability per open window, and prints each window once
-Spark has reported both its batches complete (``EpochListener``). Every row counts
+batch id is the timestamp. aiotimely counts clicks per page over windows of two
+batches (``stream.window``) and prints each window once Spark has reported both its
+batches complete (``EpochListener``). Every row counts
 exactly once even if Spark retries a task.
 
 Run:  python examples/spark_pipeline.py     (needs: pip install 'aiotimely[spark]' and Java 17)
@@ -20,6 +20,7 @@ import random
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import aiotimely as at
 from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress, local_session
@@ -38,31 +39,30 @@ def write_clicks(folder: Path, files: int = 6, per_file: int = 200) -> None:
                 out.write(json.dumps({"user": user, "page": rng.choice(["home", "cart", "help"])}) + "\n")
 
 
-def window_counts(rows: at.Stream) -> at.Stream:
-    @rows.unary_frontier(name="WindowCounts")
-    async def counts(input, output, cap):
-        cap.drop()
-        windows: dict = {}                      # window -> [capability at its last batch, {page: clicks}]
-        async for _ in input.activations():
-            for time, batch in input.drain():
-                w = time.time // WINDOW
-                if w not in windows:
-                    windows[w] = [time.delayed(w * WINDOW + WINDOW - 1), {}]
-                for row in batch:
-                    windows[w][1][row["page"]] = windows[w][1].get(row["page"], 0) + 1
-            for w in sorted(w for w in windows if not input.frontier.less_equal(windows[w][0].time)):
-                window_cap, per_page = windows.pop(w)
-                with window_cap:
-                    output.session(window_cap).give((w, per_page))
-
-    return counts
+Counts = tuple[int, dict[str, int]]
+"""(window number, {page: clicks})"""
 
 
-def run_aiotimely(address: list, listening: threading.Event, printed: list) -> None:
+def window_counts(rows: at.Stream[dict[str, Any]]) -> at.Stream[Counts]:
+    """Clicks per page in windows of ``WINDOW`` batches (one line of the library), then each window's counts of
+    every page together, once Spark has committed both its batches."""
+    per_page = rows.window(at.Tumbling(WINDOW), at.Agg.count(), key=lambda row: row["page"])
+    return per_page.exchange(lambda _row: 0).accumulate((-1, {}), gather)
+
+
+def gather(counts: Counts, rows: list[Any]) -> Counts:
+    """A window's ``(page, (start, end), clicks)`` rows as one ``(window, {page: clicks})`` (all come at its end)."""
+    window, per_page = counts[0], dict(counts[1])
+    for page, (start, _end), clicks in rows:
+        window, per_page[page] = start // WINDOW, clicks
+    return window, per_page
+
+
+def run_aiotimely(address: list[str], listening: threading.Event, printed: list[str]) -> None:
     async def build(worker: at.Worker) -> None:
         ready = asyncio.get_running_loop().create_future()
 
-        def show(window_and_counts):
+        def show(window_and_counts: Counts) -> None:
             w, per_page = window_and_counts
             line = f"batches {w * WINDOW}-{w * WINDOW + WINDOW - 1}: " + "  ".join(
                 f"{page} {n}" for page, n in sorted(per_page.items()))
@@ -79,9 +79,9 @@ def run_aiotimely(address: list, listening: threading.Event, printed: list) -> N
 def main() -> list[str]:
     tmp = Path(tempfile.mkdtemp(prefix="aiotimely-spark-"))
     write_clicks(tmp / "clicks")
-    address: list = []
+    address: list[str] = []
     listening = threading.Event()
-    printed: list = []
+    printed: list[str] = []
     computation = threading.Thread(target=run_aiotimely, args=(address, listening, printed))
     computation.start()
     listening.wait()

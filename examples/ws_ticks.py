@@ -2,9 +2,10 @@
 
 A feed server sends 300 price ticks (three symbols, seeded random walk) to
 whoever connects; aiotimely follows the feed (``client_source``), gives each tick
-the time of its 50-tick window (``EventTime``), averages prices per symbol and
-window with one capability per open window, and pushes each window's averages to
-its subscribers (``server_sink``), one of which prints them.
+its sequence number as its time (``EventTime``), averages prices per symbol in
+50-tick windows (``stream.window``: each window is sent once the frontier passes
+its end), and pushes each window's averages to its subscribers (``server_sink``),
+one of which prints them.
 
 Run:  python examples/ws_ticks.py        (needs: pip install 'aiotimely[websockets]')
 """
@@ -14,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from typing import Any
 
 from websockets.asyncio.client import connect
-from websockets.asyncio.server import serve
+from websockets.asyncio.server import ServerConnection, serve
 
 import aiotimely as at
 from aiotimely.cli import free_ports
@@ -26,7 +28,7 @@ from aiotimely.connectors.websockets import client_source, server_sink
 TICKS, WINDOW = 300, 50
 
 
-async def feed(connection, go: asyncio.Event) -> None:
+async def feed(connection: ServerConnection, go: asyncio.Event) -> None:
     await go.wait()                                  # once the subscriber listens
     rng = random.Random(7)
     prices = {"AAA": 100.0, "BBB": 50.0, "CCC": 10.0}
@@ -37,30 +39,27 @@ async def feed(connection, go: asyncio.Event) -> None:
     await connection.close()
 
 
-def window_averages(ticks: at.Stream) -> at.Stream:
-    @ticks.unary_frontier(name="WindowAverage")
-    async def averages(input, output, cap):
-        cap.drop()
-        windows: dict = {}                          # window -> [capability, {symbol: [sum, count]}]
-        async for _ in input.activations():
-            for time, batch in input.drain():
-                window = windows.get(time.time)
-                if window is None:
-                    window = windows[time.time] = [time.retain(), {}]
-                for tick in batch:
-                    acc = window[1].setdefault(tick["symbol"], [0.0, 0])
-                    acc[0] += tick["price"]
-                    acc[1] += 1
-            for w in sorted(w for w in windows if not input.frontier.less_equal(w)):
-                window_cap, sums = windows.pop(w)
-                with window_cap:
-                    output.session(window_cap).give({
-                        "window": w, "averages": {s: round(total / n, 4) for s, (total, n) in sorted(sums.items())}})
-
-    return averages
+Tick = dict[str, Any]
+"""``{"seq": 7, "symbol": "AAA", "price": 100.2}``"""
 
 
-async def subscriber(port: int, lines: list, connected: asyncio.Event) -> None:
+def window_averages(ticks: at.Stream[Tick]) -> at.Stream[dict[str, Any]]:
+    """The average price per symbol and 50-tick window (one line of the library), then one message per window
+    with every symbol's average, sent once the window is complete."""
+    averages = ticks.window(at.Tumbling(WINDOW), at.Agg.mean(lambda tick: tick["price"]),
+                            key=lambda tick: tick["symbol"])
+    return averages.exchange(lambda _row: 0).accumulate({}, one_message)
+
+
+def one_message(message: dict[str, Any], rows: list[Any]) -> dict[str, Any]:
+    """Gather a window's ``(symbol, (start, end), average)`` rows into one message (all come at its end)."""
+    window, averages = message.get("window"), dict(message.get("averages", {}))
+    for symbol, (start, _end), average in rows:
+        window, averages[symbol] = start // WINDOW, round(average, 4)
+    return {"window": window, "averages": dict(sorted(averages.items()))}
+
+
+async def subscriber(port: int, lines: list[str], connected: asyncio.Event) -> None:
     for _ in range(100):
         try:
             async with connect(f"ws://127.0.0.1:{port}") as ws:
@@ -75,12 +74,12 @@ async def subscriber(port: int, lines: list, connected: asyncio.Event) -> None:
             await asyncio.sleep(0.02)
 
 
-async def build(worker: at.Worker) -> list:
+async def build(worker: at.Worker) -> list[str]:
     feed_port, sink_port = free_ports(2)
-    lines: list = []
+    lines: list[str] = []
     ready, go = asyncio.Event(), asyncio.Event()
     async with serve(lambda connection: feed(connection, go), "127.0.0.1", feed_port):
-        ticks_time = EventTime(lambda tick: tick["seq"] // WINDOW)
+        ticks_time = EventTime(lambda tick: tick["seq"])
         worker.dataflow(lambda scope: server_sink(
             window_averages(client_source(scope, f"ws://127.0.0.1:{feed_port}", time=ticks_time)),
             port=sink_port, ready=ready))

@@ -63,7 +63,7 @@ def test_the_suite_runner_knows_every_benchmark():
 
     assert main(["tracker", "--quick"]) == 0
     assert main(["nonsense"]) == 2
-    assert set(SUITE) >= {"pipeline", "wordcount", "many-dataflows", "exchange", "latency"}
+    assert set(SUITE) >= {"pipeline", "wordcount", "many-dataflows", "exchange", "latency", "windows"}
 
 
 def test_kafka_benchmark_quick_run():
@@ -91,3 +91,9 @@ def test_recovery_benchmark_quick_run_counts_every_word_and_restarts():
     results = recovery.main(["--quick"])      # throughput() asserts every word counted, with and without snapshots
     assert results["restart"]["seconds_to_first_output"] > 0
 
+
+def test_windows_benchmark_quick_run_gives_the_plain_table():
+    from benchmarks import windows
+
+    results = windows.main(["--quick"])       # each row's table is checked against the plain dict's
+    assert {"plain Python, one dict", "aiotimely, 1 worker", "aiotimely, 2 processes"} <= set(results["runs"])

@@ -4,7 +4,7 @@ API hands back ``Any`` (or the wrong type) where a user relies on a precise one.
 
 from __future__ import annotations
 
-from typing import assert_type
+from typing import Any, assert_type
 
 import aiotimely as at
 from aiotimely.dataflow import Capability, InputPort, OperatorOutput
@@ -35,6 +35,18 @@ def doubled_sums(scope: at.Scope[at.Stream], inp: at.InputHandle[int]) -> at.Pro
     assert_type(sums, at.Stream)
     evens, odds = sums.branch(lambda x: x % 4 == 0)
     return evens.concat(odds).probe()
+
+
+def keyed(scope: at.Scope, inp: at.InputHandle[tuple[str, int]]) -> at.Stream[Any]:
+    pairs = inp.to_stream(scope)
+    assert_type(pairs, at.Stream[tuple[str, int]])
+    totals = pairs.reduce(lambda a, b: a + b)
+    assert_type(totals, at.Stream[tuple[str, int]])
+    running = pairs.stateful_map(lambda state, n: ((state or 0) + n, str(n)))
+    assert_type(running, at.Stream[tuple[str, str]])
+    joined = totals.join(running)
+    assert_type(joined, at.Stream[tuple[str, tuple[int, str]]])
+    return pairs.window(at.Tumbling(10), at.Agg.count(), key=lambda kv: kv[0])
 
 
 def rounds(scope: at.Scope[at.Stream]) -> at.Captured:

@@ -14,6 +14,7 @@ from .input import source as source
 from .input import to_stream as to_stream
 from .notificator import FrontierNotificator as FrontierNotificator
 from .notificator import Notificator as Notificator
+from .operators.generic import operator as operator
 from .operators.loops import LoopHandle as LoopHandle
 from .operators.routing import concatenate as concatenate
 from .ports import Activator as Activator
@@ -26,8 +27,12 @@ from .ports import TimeOrder as TimeOrder
 from .scope import Dataflow as Dataflow
 from .scope import Scope as Scope
 from .stream import StreamCore as StreamCore
+from .unordered import ActivateCapability as ActivateCapability
+from .unordered import UnorderedHandle as UnorderedHandle
+from .unordered import UnorderedSession as UnorderedSession
 
 __all__ = [
+    "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "Capability", "CapabilityRef", "Captured", "Dataflow", "FrontierNotificator", "InputHandle",
     "InputPort", "LoopHandle", "Messages", "Notificator", "OperatorBuilder", "OperatorInput", "OperatorOutput",
     "ProbeHandle", "Progress", "Scope", "Session", "StreamCore", "TimeOrder", "TimedOrder", "concatenate",

@@ -74,8 +74,11 @@ class OperatorBuilder:
                 f"bring it into {scope.describe()} with enter() or leave() first"
             )
         self._check_open()
-        scope.add_edge(stream.source, Target(op.index, port))
-        pusher, mailbox = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame)
+        target = Target(op.index, port)
+        scope.add_edge(stream.source, target)
+        pusher, mailbox, channel = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame,
+                                                source=stream.source, target=target)
+        op.channels.append(channel)
         if attach:
             stream.attach(pusher)
         inp = InputPort(op, port, mailbox)

@@ -17,10 +17,13 @@ from ..comm.fabric import Endpoint
 from ..comm.local import Mailbox
 from ..comm.routing import route
 from ..errors import ProgressError
-from ..progress import Product, ProgressBatch, TimestampType
+from ..progress import Product, ProgressBatch, Source, Target, TimestampType
+from ..worker.logging import ChannelsEvent, MessagesEvent
 from .stream import Pusher
 
 if TYPE_CHECKING:
+    from ..comm.fabric import Channel
+    from ..worker import WorkerHandle
     from .scope import Scope
 
 __all__ = ["push_to_all", "MailboxPusher", "ExchangePusher", "BroadcastPusher", "DataCodec", "ProgressCodec",
@@ -116,13 +119,19 @@ def push_to_all(pushers: list[Pusher], time: Any, batch: list[Any]) -> None:
 class MailboxPusher:
     """Pushes batches into one mailbox on this worker."""
 
-    __slots__ = ("_box",)
+    __slots__ = ("_box", "_worker", "_channel")
 
-    def __init__(self, box: Mailbox) -> None:
+    def __init__(self, box: Mailbox, worker: WorkerHandle, channel: Channel) -> None:
         self._box = box
+        self._worker = worker
+        self._channel = channel
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         self._box.push((time, batch))
+        log = self._worker.logging
+        if log is not None:
+            index = self._worker.index
+            log.log(MessagesEvent(True, self._channel, index, index, time, len(batch)))
 
     def endpoints(self) -> list[Endpoint]:
         return [self._box]
@@ -143,10 +152,13 @@ class ExchangePusher:
     activation happened to send the batch).
     """
 
-    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes")
+    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel")
 
-    def __init__(self, key: Callable[[Any], Any], boxes: list[Any], blame: Blame | None = None) -> None:
+    def __init__(self, key: Callable[[Any], Any], boxes: list[Any], worker: WorkerHandle, channel: Channel,
+                 blame: Blame | None = None) -> None:
         self._key = key
+        self._worker = worker
+        self._channel = channel
         self._boxes = boxes
         self._peers = len(boxes)
         self._blame = blame
@@ -177,6 +189,12 @@ class ExchangePusher:
         for box, part in zip(self._boxes, parts, strict=True):
             if part:
                 box.push((time, part))
+        log = self._worker.logging
+        if log is not None:
+            index, channel = self._worker.index, self._channel
+            for target, part in enumerate(parts):
+                if part:
+                    log.log(MessagesEvent(True, channel, index, target, time, len(part)))
 
     def endpoints(self) -> list[Endpoint]:
         return self._boxes
@@ -185,35 +203,47 @@ class ExchangePusher:
 class BroadcastPusher:
     """Sends every batch to every worker's mailbox."""
 
-    __slots__ = ("_boxes",)
+    __slots__ = ("_boxes", "_worker", "_channel")
 
-    def __init__(self, boxes: list[Any]) -> None:
+    def __init__(self, boxes: list[Any], worker: WorkerHandle, channel: Channel) -> None:
         self._boxes = boxes
+        self._worker = worker
+        self._channel = channel
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         last = len(self._boxes) - 1
         for i, box in enumerate(self._boxes):
             box.push((time, batch if i == last else list(batch)))
+        log = self._worker.logging
+        if log is not None:
+            index, channel, length = self._worker.index, self._channel, len(batch)
+            for target in range(last + 1):
+                log.log(MessagesEvent(True, channel, index, target, time, length))
 
     def endpoints(self) -> list[Endpoint]:
         return self._boxes
 
 
 def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
-                 blame: Blame | None = None) -> tuple[Pusher, Mailbox]:
-    """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox.
+                 blame: Blame | None = None, source: Source | None = None,
+                 target: Target | None = None) -> tuple[Pusher, Mailbox, Channel]:
+    """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox, and the
+    channel's id (logged, with its ``source`` and ``target`` when given, as a :class:`ChannelsEvent`).
 
     Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
     worker that produced them.
     """
     worker = scope.worker
     channel = scope.dataflow.allocate_channel()
+    log = worker.logging
+    if log is not None and source is not None and target is not None:
+        log.log(ChannelsEvent(channel, scope.path, (source.node, source.port), (target.node, target.port)))
     if (exchange is None and not broadcast) or worker.peers == 1:
         mailbox = Mailbox(worker.fabric.pressure.mailbox_high)
-        return MailboxPusher(mailbox), mailbox
+        return MailboxPusher(mailbox, worker, channel), mailbox, channel
     fabric = worker.fabric
     fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
     boxes = fabric.mailboxes(channel, source=worker.index)
-    pusher: Pusher = (BroadcastPusher(boxes) if broadcast or exchange is None
-                      else ExchangePusher(exchange, boxes, blame))
-    return pusher, fabric.mailbox(channel, worker.index)
+    pusher: Pusher = (BroadcastPusher(boxes, worker, channel) if broadcast or exchange is None
+                      else ExchangePusher(exchange, boxes, worker, channel, blame))
+    return pusher, fabric.mailbox(channel, worker.index), channel

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from sortedcontainers import SortedDict
 
+from ..errors import CapabilityError
 from .capability import Capability, CapabilityRef
 
 if TYPE_CHECKING:
@@ -84,17 +85,34 @@ class FrontierNotificator:
 class Notificator(FrontierNotificator):
     """A :class:`FrontierNotificator` bound to an operator's inputs: ``ready()`` needs no frontiers.
 
+    ``init`` asks for notifications up front (timely's ``init`` of ``unary_notify``): one at each of those
+    times, held with the capability of output 0 among ``initial``.
+
     In a recoverable dataflow, given the operator's initial capabilities, it takes up the times pending in
     the snapshot resumed from, and its pending times are part of every snapshot the operator takes part in
-    (that is, when it keeps state of its own)."""
+    (that is, when it keeps state of its own); an ``init`` time before the time resumed from was notified
+    before the snapshot and is not asked for again."""
 
-    def __init__(self, op: OperatorRuntime, initial: list[Capability] | None = None) -> None:
+    def __init__(self, op: OperatorRuntime, initial: list[Capability] | None = None,
+                 init: Iterable[Any] = ()) -> None:
         super().__init__()
         self._inputs: list[InputPort] = op.inputs
-        if initial is not None and op.scope.dataflow.snapshotter is not None:
+        recoverable = initial is not None and op.scope.dataflow.snapshotter is not None
+        if recoverable:
+            assert initial is not None
             for output, time in op.restored_alongside("notifications"):
                 self.notify_at(initial[output].delayed(time))
             op.keep_alongside("notifications", self._pending_pairs)
+        times = list(init)
+        if times:
+            if not initial:
+                raise CapabilityError(f"{op.describe()}: notifications asked for up front need a capability "
+                                      "to hold them: the operator has no output")
+            less_equal = op.ttype.less_equal
+            start = op.resume_time() if recoverable and op.scope.parent is None else op.ttype.minimum
+            for time in times:
+                if less_equal(start, time):
+                    self.notify_at(initial[0].delayed(time))
 
     def _pending_pairs(self) -> list[tuple[int, Any]]:
         return [(cap.output, t) for t, cap in self._pending.items()]

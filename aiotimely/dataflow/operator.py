@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
 from ..progress import FrontierInterest, OperatorProgress
+from ..worker.logging import CapabilityEvent, Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
 from .channels import endpoints
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
@@ -51,7 +52,7 @@ class OperatorRuntime:
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
-        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "__weakref__",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -82,6 +83,11 @@ class OperatorRuntime:
         self._function: Callable[[], None] | None = None
         self._waiting: asyncio.Future[Any] | None = None
         self._dirty_ports: list[OutputPort] = []
+        self.channels: list[tuple[int, int]] = []
+        """The channel feeding each input (for the log's received messages)."""
+        log = self.worker.logging
+        if log is not None:
+            log.log(OperatesEvent(self.path, name))
 
     def install(self, connectivity: Sequence[dict[int, Any]] | None,
                 interest: Sequence[FrontierInterest]) -> None:
@@ -202,6 +208,9 @@ class OperatorRuntime:
     def _capability_changed(self, output: int, time: Any, diff: int) -> None:
         assert self.progress is not None
         self.progress.shared.internals[output].update(time, diff)
+        log = self.worker.logging
+        if log is not None:
+            log.log(CapabilityEvent(self.path, output, time, diff))
         held = self._held
         key = (output, time)
         count = held.get(key, 0) + diff
@@ -256,9 +265,15 @@ class OperatorRuntime:
 
     def _accept_frontiers(self) -> None:
         assert self.progress is not None
+        pushed = False
         for port, changes in zip(self.inputs, self.progress.shared.frontiers, strict=True):
             if changes:
                 port._frontier_changed(changes.drain())
+                pushed = True
+        if pushed:
+            log = self.worker.logging
+            if log is not None:
+                log.log(PushProgressEvent(self.path))
 
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""
@@ -293,8 +308,19 @@ class OperatorRuntime:
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
+        log = self.worker.logging
+        if log is not None and self.inputs:
+            self._log_received(log)
         self._make_room()
         return not self.done
+
+    def _log_received(self, log: Logger[TimelyEvent]) -> None:
+        """Log what this activation took from the inputs: the counts its scope collects right after it."""
+        assert self.progress is not None
+        worker = self.worker.index
+        for channel, consumed in zip(self.channels, self.progress.shared.consumeds):
+            for time, count in consumed:
+                log.log(MessagesEvent(False, channel, None, worker, time, count))
 
     def _make_room(self) -> None:
         """The operator took from its inputs: wake the producers that wait for room there."""

@@ -16,6 +16,7 @@ import heapq
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar, Union
 
 from ..errors import GraphError
+from ..worker.logging import OperatesEvent, ScheduleEvent, ShutdownEvent, StartStop, progress_event
 from ..progress import (
     Antichain,
     Product,
@@ -33,6 +34,8 @@ from .operator import OperatorRuntime
 from .operators.loops import feedback as _feedback
 from .state import Snapshotter, StateStore, shape_of
 from .stream import S, Tee
+from .unordered import ActivateCapability, UnorderedHandle
+from .unordered import new_unordered_input as _new_unordered_input
 
 if TYPE_CHECKING:
     from ..progress import Operate
@@ -95,6 +98,9 @@ class Scope(Generic[S]):
         else:
             self.index = parent.reserve_child(self)
             self.path = parent.path + (self.index,)
+        log = worker.logging
+        if log is not None:
+            log.log(OperatesEvent(self.path, name))
         self._builder: SubgraphBuilder | None = SubgraphBuilder(
             refinement, name=name, path=self.path, worker=worker.index, peers=worker.peers)
         self.progress_channel = dataflow.allocate_channel()
@@ -175,6 +181,23 @@ class Scope(Generic[S]):
         """A nested scope whose times are ``Product(outer, round)``; loops in it count rounds."""
         return self._nested(Refinement.iterative(self.ttype), fn, name or "iterative")
 
+    def scoped(self, name: str, refinement: Any, fn: Callable[[Scope[S]], R] | None = None) -> Any:
+        """A nested scope whose times refine this scope's (timely's ``scoped::<T2, _, _>``): with a timestamp
+        type for ``refinement`` (``int``, a ``TimestampType``, a :class:`~aiotimely.progress.Timestamp` class),
+        its times are ``Product(outer, inner)``, entering at the inner type's minimum (an iterative scope is
+        ``scoped(name, int)``); a :class:`~aiotimely.progress.Refinement` of this scope's times is used as it is.
+        ``scope.scoped(name, T, fn)`` or ``with scope.scoped(name, T) as inner:``."""
+        if isinstance(refinement, Refinement):
+            if refinement.outer != self.ttype:
+                raise GraphError(f"{self.describe()}: scoped({name!r}, ...) got a refinement of "
+                                 f"{refinement.outer!r} times, but the scope's times are {self.ttype!r}")
+            return self._nested(refinement, fn, name)
+        try:
+            inner = timestamp_type(refinement)
+        except TypeError as e:
+            raise GraphError(f"{self.describe()}: scoped({name!r}, {refinement!r}): {e}") from None
+        return self._nested(Refinement.iterative(self.ttype, inner), fn, name)
+
     def _nested(self, refinement: Refinement, fn: Callable[[Scope[S]], R] | None, name: str) -> Any:
         self._check_building()
         child = Scope(self.worker, self.dataflow, refinement, name=name, parent=self)
@@ -190,13 +213,24 @@ class Scope(Generic[S]):
         """A loop variable: records given to ``handle`` come back on ``stream``, advanced by ``summary``.
 
         In an iterative scope an ``int`` summary counts rounds: ``feedback(1)`` means
-        "the next round". Connect the loop's end with ``stream.connect_loop(handle)``.
+        "the next round"; in any scope of ``Product`` times, a summary of the inner
+        coordinate alone stands for ``Product(outer identity, summary)``. Connect the
+        loop's end with ``stream.connect_loop(handle)``.
         """
-        if isinstance(self.ttype, ProductType) and type(summary) is int:
+        if isinstance(self.ttype, ProductType) and type(summary) is not Product:  # the inner coordinate's
             summary = Product(self.ttype.outer.identity, summary)
         handle, stream = _feedback(self, summary)
         self._loops.append(handle)
         return handle, stream
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def new_unordered_input(self, name: str = "UnorderedInput") -> tuple[
+            tuple[UnorderedHandle[Any], ActivateCapability], S]:
+        """Timely's ``new_unordered_input``: ``(handle, cap), stream``, where ``handle.session(cap).give(x)``
+        sends ``x`` at ``cap.time``, and ``cap`` (at the minimum time) may be delayed, downgraded and dropped
+        at will; the stream is complete once every capability is dropped (see :mod:`.unordered`)."""
+        return _new_unordered_input(self, name)
 
     # -- finishing --------------------------------------------------------------------
 
@@ -243,7 +277,10 @@ class Scope(Generic[S]):
         """
         sub = self.progress
         assert sub is not None
+        log = self.worker.logging
         for batch in self._inbox.drain():
+            if log is not None:
+                log.log(progress_event(batch, False, self.progress_channel))
             sub.receive(batch)
         pending = self._pending
         for _ in range(2):
@@ -251,6 +288,8 @@ class Scope(Generic[S]):
             batch = sub.send()
             if batch is None:
                 break
+            if log is not None:
+                log.log(progress_event(batch, True, self.progress_channel))
             self.worker.fabric.broadcast(self.progress_channel, batch, skip=self.worker.index)
             sub.receive(batch)
         if pending or sub.has_pending():
@@ -269,6 +308,7 @@ class Scope(Generic[S]):
         children = self.children
         incomplete = self._incomplete
         worker = self.worker
+        log = worker.logging
         later: set[int] = set()
         last = 0
         while heap:
@@ -277,10 +317,16 @@ class Scope(Generic[S]):
                 continue
             last = c
             worker.operators_run += 1
+            if log is not None:
+                log.log(ScheduleEvent(children[c].path, StartStop.START))
             if children[c].schedule():
                 incomplete.add(c)
             else:
+                if log is not None and c in incomplete:
+                    log.log(ShutdownEvent(children[c].path))
                 incomplete.discard(c)
+            if log is not None:
+                log.log(ScheduleEvent(children[c].path, StartStop.STOP))
             sub.extract(c)
             ran = self.stages_ran
             if ran:

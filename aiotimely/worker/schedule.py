@@ -3,8 +3,8 @@
 The worker runs dataflows only through :class:`Schedule`: run a round, say whether
 something outside may still wake it, say what keeps it from completing, close.
 Dataflow code reaches the worker only through :class:`WorkerHandle`: its place in
-the computation, its fabric, activations, a task group for helper tasks, and
-waiters that fail with the computation.
+the computation, its fabric, activations, a task group for helper tasks,
+waiters that fail with the computation, and the ``"timely"`` log.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
 if TYPE_CHECKING:
     from ..comm.fabric import Fabric
     from .activations import Activations
+    from .logging import Logger, TimelyEvent
 
 __all__ = ["Schedule", "WorkerHandle"]
 
@@ -50,6 +51,8 @@ class WorkerHandle(Protocol):
     fabric: Fabric
     activations: Activations
     operators_run: int
+    logging: Logger[TimelyEvent] | None
+    """The ``"timely"`` log while someone listens, else ``None``: check it, then log (see :mod:`.logging`)."""
 
     def activate(self, path: tuple[int, ...]) -> None:
         """Schedule the operator or scope at ``path`` for the next round (from the worker's thread)."""

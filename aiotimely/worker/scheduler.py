@@ -24,6 +24,7 @@ from typing import Any, Callable, Coroutine
 from ..errors import DataflowError
 from .activations import Activations
 from .computation import Computation
+from .logging import LogRegistry, Logger, ParkEvent, ScheduleEvent, ShutdownEvent, StartStop, TimelyEvent
 from .schedule import Schedule
 
 __all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT"]
@@ -73,6 +74,12 @@ class Scheduler:
         self._group: asyncio.TaskGroup | None = None
         self._helpers: set[asyncio.Task[Any]] = set()
         self._named_errors: dict[int, BaseException] = {}
+        self.logging: Logger[TimelyEvent] | None = None
+        """The ``"timely"`` log while someone listens (see :mod:`.logging`): where the runtime logs events."""
+        self.log_registry = LogRegistry(index, computation.fail, self._timely_log)
+
+    def _timely_log(self, logger: Logger[TimelyEvent] | None) -> None:
+        self.logging = logger
 
     # -- dataflows ------------------------------------------------------------------------
 
@@ -197,6 +204,7 @@ class Scheduler:
         activations = self.activations
         loop = self._loop
         assert loop is not None
+        registry = self.log_registry
         while computation.error is None:
             if not activations:
                 pressure.after_round()
@@ -207,13 +215,23 @@ class Scheduler:
                     computation.check_stuck()
                     if computation.error is not None:
                         break
+                log = self.logging
+                if log is not None:
+                    log.log(ParkEvent(True))
+                if registry:
+                    registry.flush()  # (what happened before the worker sleeps is seen before it wakes)
                 self._wake = loop.create_future()
                 try:
                     await self._wake
                 finally:
                     self._wake = None
+                log = self.logging
+                if log is not None:
+                    log.log(ParkEvent(False))
                 continue
             self._round()
+            if registry:
+                registry.flush()
             self._release(self._step_waiters)
             self._release(self._round_waiters)
             if pressure.congested():  # the network is behind: let it drain before producing more
@@ -223,11 +241,20 @@ class Scheduler:
 
     def _round(self) -> None:
         self.rounds += 1
+        log = self.logging
         for index in self.activations.take_dataflows():
             dataflow = self._dataflows.get(index)
-            if dataflow is not None and not dataflow.schedule():
+            if dataflow is None:
+                continue
+            if log is not None:
+                log.log(ScheduleEvent(dataflow.path, StartStop.START))
+            if not dataflow.schedule():
                 del self._dataflows[index]
                 self.activations.forget(index)
+                if log is not None:
+                    log.log(ShutdownEvent(dataflow.path))
+            if log is not None:
+                log.log(ScheduleEvent(dataflow.path, StartStop.STOP))
 
     @staticmethod
     def _release(waiters: list[asyncio.Future[None]]) -> None:
@@ -323,6 +350,7 @@ class Scheduler:
                 pass
         dataflows = list(self._dataflows.values())
         self._dataflows.clear()
+        self.log_registry.close()
         if dataflows:
             loop = asyncio.get_running_loop()
             closing = [loop.create_task(dataflow.close()) for dataflow in dataflows]

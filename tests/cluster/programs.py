@@ -245,3 +245,92 @@ async def clock_behind_slow_sink(worker):
         say(f"longest wait {longest:.3f}")
     done.set()
     clock.close()
+
+
+def window_events(n: int = 3000, keys: int = 7) -> list[tuple[str, int, int]]:
+    """The windowed-aggregation workload in small: ``(key, event time, value)``, event times a little out of order."""
+    import random
+
+    rng = random.Random(5)
+    return [(f"k{rng.randrange(keys)}", i + rng.randint(0, 20), rng.randint(1, 100)) for i in range(n)]
+
+
+def windows(worker):
+    """Tumbling count+sum per key over ``window_events``, fed by every worker (its share, in batches at the batch's
+    least event time); prints each window this worker closes."""
+    events = window_events()
+    mine = events[worker.index::worker.peers]
+    inp = at.InputHandle()
+    worker.dataflow(lambda scope: inp.to_stream(scope).window(
+        at.Tumbling(100), (at.Agg.count(), at.Agg.sum(lambda e: e[2])), key=lambda e: e[0], time=lambda e: e[1])
+        .inspect(lambda r: say(f"window {r[0]} {r[1][0]} {r[2][0]} {r[2][1]}")), name="windows")
+    now = 0
+    for i in range(0, len(mine), 100):
+        batch = mine[i:i + 100]
+        now = max(now, min(e[1] for e in batch) // 2)    # dataflow time: no later than any event time in it
+        inp.advance_to(now)
+        inp.send_batch(batch)
+
+
+async def sequenced(worker):
+    """Each worker pushes 5 commands into a Sequencer, paced differently, and prints the order it takes every
+    worker's commands in (identical on every worker of every process); then all pass a Barrier twice."""
+    seq = at.Sequencer(worker)
+    got = []
+    for i in range(5):
+        seq.push((worker.index, i))
+        await asyncio.sleep(0.001 * ((worker.index + i) % 3))
+        got.extend(seq)
+    seq.close()
+    async for command in seq:
+        got.append(command)
+    say(f"order {worker.index} {[tuple(c) for c in got]}")
+    barrier = at.Barrier(worker)
+    await barrier.wait()
+    await barrier.wait()
+    say(f"barrier {worker.index} {barrier.round}")
+
+
+def keyed_events(seed: int, n: int = 60) -> list:
+    """(time, key, value) events for ``keyed_operators``, times out of order."""
+    import random
+
+    rng = random.Random(seed)
+    return [(rng.randrange(10), f"k{rng.randrange(5)}", rng.randrange(20)) for _ in range(n)]
+
+
+def keyed_operators(worker):
+    """The keyed operators over ``keyed_events`` sent from worker 0 (times out of order, its capability moved to
+    the earliest time still to come after each record); prints each output as ``repr((operator, time, record))``
+    on the worker that made it."""
+
+    def events_source(scope, events, name):
+        async def send(output, cap):
+            if worker.index != 0:
+                cap.drop()
+                return
+            for i, (t, key, value) in enumerate(events):
+                with cap.delayed(t) as at_time:
+                    output.session(at_time).give((key, value))
+                rest = [e[0] for e in events[i + 1:]]
+                if rest and min(rest) > cap.time:
+                    cap.downgrade(min(rest))
+                await asyncio.sleep(0)
+            cap.drop()
+
+        return at.source(scope, name, send)
+
+    def make(scope):
+        left = events_source(scope, keyed_events(1), "Lefts")
+        right = events_source(scope, keyed_events(2), "Rights")
+        streams = {
+            "stateful_map": left.stateful_map(lambda total, v: ((total or 0) + v, (total or 0) + v)),
+            "distinct": left.distinct(),
+            "reduce": left.reduce(lambda a, b: a + b),
+            "join": left.join(right),
+            "interval_join": left.interval_join(right, -1, 2),
+        }
+        for name, stream in streams.items():
+            stream.inspect_time(lambda t, r, name=name: say(repr((name, t, r))))
+
+    worker.dataflow(make, name="keyed")

@@ -9,7 +9,8 @@ from ..builder import OperatorBuilder
 from ..fusion import FusedStage, can_fuse
 from ..stream import S
 
-__all__ = ["batch_operator", "map", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time", "timed"]
+__all__ = ["batch_operator", "map", "map_in_place", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time",
+           "timed"]
 
 _map = map
 _filter = filter
@@ -46,6 +47,19 @@ def batch_operator(
 
 def map(stream: S, fn: Callable[[Any], Any]) -> S:
     return batch_operator(stream, "Map", lambda _t, batch: list(_map(fn, batch)))
+
+
+def map_in_place(stream: S, fn: Callable[[Any], object]) -> S:
+    """Timely's ``map_in_place``: ``fn(x)`` changes each record ``x`` itself (what it returns is ignored), and
+    the same objects go on, with no new record made. A record is the object its producer sent: any other
+    consumer of it on this worker (the stream consumed twice, an upstream operator that kept it) sees the
+    change; where one might, use :func:`map` with a copy."""
+    def transform(_t: Any, batch: list[Any]) -> list[Any]:
+        for record in batch:
+            fn(record)
+        return batch
+
+    return batch_operator(stream, "MapInPlace", transform)
 
 
 def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]]) -> S:

@@ -12,7 +12,7 @@ from .maplike import batch_operator
 if TYPE_CHECKING:
     from ..scope import Scope
 
-__all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch", "ok_err"]
+__all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch", "branch_when", "ok_err"]
 
 
 def exchange(stream: S, key: Callable[[Any], Any]) -> S:
@@ -79,6 +79,21 @@ def branch(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
         return [no, yes]
 
     false_stream, true_stream = split(stream, "Branch", 2, choose)
+    return false_stream, true_stream
+
+
+def branch_when(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
+    """Timely's ``branch_when``: each batch goes whole by its time, to the second stream if
+    ``predicate(time)`` is true, else to the first. The predicate runs once per batch, not per record."""
+    builder = OperatorBuilder(stream.scope, "BranchWhen")
+    inp = builder.new_input(stream)
+    (no, false_stream), (yes, true_stream) = builder.new_output(), builder.new_output()
+
+    def run() -> None:
+        for time, batch in inp.batches():
+            (yes if predicate(time) else no).push(time, batch)
+
+    builder.build_function(run)
     return false_stream, true_stream
 
 
