@@ -195,18 +195,18 @@ class Stream(StreamCore, Generic[T]):
     @overload
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
-               timed: bool = False, lateness: int = 0, late: Literal["drop"] = "drop", early: bool = False,
+               timed: bool = False, lateness: int = 0, late: Literal["drop"] = "drop", early: bool | int = False,
                name: str = "Window") -> Stream[Any]: ...
 
     @overload
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
-               timed: bool = False, lateness: int = 0, late: Literal["count", "stream"], early: bool = False,
+               timed: bool = False, lateness: int = 0, late: Literal["count", "stream"], early: bool | int = False,
                name: str = "Window") -> tuple[Stream[Any], Stream[Any]]: ...
 
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
-               timed: bool = False, lateness: int = 0, late: str = "drop", early: bool = False,
+               timed: bool = False, lateness: int = 0, late: str = "drop", early: bool | int = False,
                name: str = "Window") -> Stream[Any] | tuple[Stream[Any], Stream[Any]]:
         """Aggregate records per key and window (``at.Tumbling``, ``at.Sliding``, ``at.Sessions``) with
         ``at.Agg`` aggregations (a tuple of them gives a tuple): ``(key, (start, end), value)`` per window, sent at
@@ -215,7 +215,8 @@ class Stream(StreamCore, Generic[T]):
         or the wall clock in ms (``time="processing"``). A record at dataflow time ``d`` is late if its window
         ends at or before ``d - lateness``: ``late="drop"``, or ``"count"``/``"stream"`` to also get a stream of
         late counts / late records (at their dataflow times) as a second result. ``early=True`` also sends each
-        window's partial result at every time that changes it (the one at ``end + lateness`` is final)."""
+        window's partial result at every time that changes it (the one at ``end + lateness`` is final);
+        ``early=N`` does so periodically: at the first time applied in each period of ``N`` time units."""
         return _windows.window(self, windows, aggregation, key=key, time=time, timed=timed, lateness=lateness,
                                late=late, early=early, name=name)
 

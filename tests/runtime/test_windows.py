@@ -315,6 +315,22 @@ def test_early_results_are_partial_at_each_time_and_final_at_end_plus_lateness()
     ], key=repr)
 
 
+def test_periodic_early_results_come_once_per_period_with_every_window_changed_since():
+    # times 0, 10 and 12 with a period of 5: early results at 0 and at 10 (a new period), not at 12 (the same
+    # one as 10): what 12 changed is sent only as the final result at 16
+    assert late_run("drop", lateness=6, early=5) == sorted([
+        ("result", 0, ("a", (0, 5), 1)), ("result", 0, ("a", (5, 10), 2)),
+        ("result", 10, ("a", (0, 5), 5)), ("result", 10, ("a", (10, 15), 8)),
+        ("result", 11, ("a", (0, 5), 5)), ("result", 16, ("a", (5, 10), 18)), ("result", 21, ("a", (10, 15), 8)),
+    ], key=repr)
+
+
+def test_early_must_be_a_flag_or_a_positive_period():
+    for bad in (0, -3, 2.5, "often"):
+        with pytest.raises(ValueError, match="early must be"):
+            late_run("drop", early=bad)
+
+
 # -- inside an iteration --------------------------------------------------------------------------------
 
 def test_windows_inside_an_iteration_are_per_round_over_the_outer_time():

@@ -15,7 +15,9 @@ passed ``end + lateness``. That is exact, not a watermark guess, and it works fo
 * **Output.** A window's result is sent at time ``end + lateness`` (inside an iterative scope: at the record's
   time with its outer coordinate moved there), the first time it is complete: one capability per distinct
   such time, held only while a window waits for it (frontier interest ``IF_CAPABILITY``). With ``early=True``
-  each time applied also sends the partial result of every window it changed, at that time.
+  each time applied also sends the partial result of every window it changed, at that time; with ``early=N``
+  (an int), only at the first time applied in each period of ``N`` units of dataflow time, for every window
+  changed since.
 * **State.** Open windows are kept with ``keyed_state`` (by the key the input is exchanged by) and applied by
   complete times in order (``time_order``), so snapshots hold them and a resume, on any number of workers,
   gives the crash-free result.
@@ -78,7 +80,7 @@ def _check(spec: Any, aggregation: Any, lateness: Any, late: Any, time: Any, nam
 
 def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
            key: Callable[[Any], Any] | None = None, time: Callable[[Any], int] | str | None = None,
-           timed: bool = False, lateness: int = 0, late: str = "drop", early: bool = False,
+           timed: bool = False, lateness: int = 0, late: str = "drop", early: bool | int = False,
            name: str = "Window") -> S | tuple[S, S]:
     """Records aggregated per key and window; see the module docstring. Results are ``(key, (start, end),
     value)`` (without ``key=``: ``((start, end), value)``, all on one worker); with ``late="count"`` or
@@ -86,6 +88,10 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
     ``early=True``, also each window's partial result whenever a time changes it, at that time (before
     ``end + lateness``: the result at ``end + lateness`` is the final one)."""
     agg = _check(spec, aggregation, lateness, late, time, name)
+    if type(early) is not bool and (type(early) is not int or early < 1):
+        raise ValueError(f"{name}: early must be True, False or a period (a positive int), not {early!r}")
+    period = 1 if early is True else int(early)   # early results at most once per period of dataflow time
+    last_period: list[Any] = [None]
     processing = time == PROCESSING
     if processing and (timed or lateness):
         raise ValueError(f"{name}: processing-time windows take neither timed=True nor lateness (no record is "
@@ -491,7 +497,9 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
             for cap, records in order.ready():
                 op.current_time = cap.time          # (an error names the time being applied)
                 apply(cap, records)
-                if touched:             # early results: each window the time changed, as it stands, at that time
+                if touched and (period == 1 or _outermost(cap.time) // period != last_period[0]):
+                    # early results: each window changed since the last ones, as it stands, at this time
+                    last_period[0] = _outermost(cap.time) // period
                     partial = [(k, wid, w) for (k, wid), w in touched.items()
                                if windows.get(k, {}).get(wid) is w]   # (not merged into another session since)
                     out.session(cap).give_many([((start_of(wid), w[0]), result(w[1])) if key_of is None
