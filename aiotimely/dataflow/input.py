@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Iterable
 
 from ..errors import CapabilityError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
+from ..worker import wake_all
 from .builder import OperatorBuilder
 from .capability import Capability
 from .operator import Logic, OperatorRuntime
@@ -205,10 +206,7 @@ class InputHandle(Generic[R]):
             if ready and op.wait_for_room():
                 break  # the rest waits: the operator runs again when there is room
         if self._room and self._buffered <= BUFFERED:
-            waiting, self._room = self._room, []
-            for fut in waiting:
-                if not fut.done():
-                    fut.set_result(None)
+            wake_all(self._room)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else (f"at {self._cap.time!r}" if self._cap else "unattached")

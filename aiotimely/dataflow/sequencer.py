@@ -21,6 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generic, Iterator, Protocol, TypeVar
 
 from ..progress import FrontierInterest
+from ..worker import wake_all
 from .builder import OperatorBuilder
 from .capability import Capability
 from .input import InputHandle, ProbeHandle, probe_with
@@ -114,7 +115,7 @@ class Sequencer(Generic[T]):
                     sent = True
                     if outbox and op.wait_for_room():
                         break
-                self._release(self._room)
+                wake_all(self._room)
                 if outbox:
                     return  # the rest follows at this time, once there is room
                 if self._closed:
@@ -153,7 +154,7 @@ class Sequencer(Generic[T]):
                 self._finished = True
                 handed = True
             if handed:
-                self._release(self._readers)
+                wake_all(self._readers)
 
         async def receiving() -> None:  # (a coroutine: the sink is done when the sequence is, not when its input is)
             while True:
@@ -164,13 +165,6 @@ class Sequencer(Generic[T]):
 
         sink.build(lambda _: receiving())
         scope.worker.at_build_end(self._build_ended)
-
-    @staticmethod
-    def _release(waiters: list[asyncio.Future[None]]) -> None:
-        while waiters:
-            fut = waiters.pop()
-            if not fut.done():
-                fut.set_result(None)
 
     def _build_ended(self) -> None:
         self._dropping = True

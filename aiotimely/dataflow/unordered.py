@@ -24,9 +24,11 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, Iterable
 
 from ..errors import CapabilityError
+from ..worker import wake_all
 from .builder import OperatorBuilder
 from .capability import Capability
 from .operator import OperatorRuntime
+from .input import BUFFERED
 from .ports import BATCH_SIZE, OutputPort
 from .stream import S
 
@@ -43,8 +45,6 @@ else:  # the default (PEP 696) is for type checkers: a bare UnorderedHandle is U
 
 __all__ = ["ActivateCapability", "UnorderedHandle", "UnorderedSession", "new_unordered_input", "BUFFERED"]
 
-BUFFERED = 4 * BATCH_SIZE
-"""Records an :class:`UnorderedHandle` holds for the dataflow before ``wait_room`` waits."""
 
 
 class ActivateCapability(Capability):
@@ -143,10 +143,7 @@ class UnorderedHandle(Generic[R]):
             if ready and op.wait_for_room():
                 break  # the rest waits: the operator runs again when there is room
         if self._room and self._buffered <= BUFFERED:
-            waiting, self._room = self._room, []
-            for fut in waiting:
-                if not fut.done():
-                    fut.set_result(None)
+            wake_all(self._room)
 
     def _close_at_build_end(self) -> None:
         """The worker's build is over: drop every capability still held (what was given is still sent)."""

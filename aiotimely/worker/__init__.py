@@ -8,5 +8,6 @@ from .schedule import Schedule as Schedule
 from .schedule import WorkerHandle as WorkerHandle
 from .scheduler import Scheduler as Scheduler
 from .scheduler import WorkerStatistics as WorkerStatistics
+from .scheduler import wake_all as wake_all
 
-__all__ = ["Activations", "Computation", "Schedule", "Scheduler", "WorkerHandle", "WorkerStatistics"]
+__all__ = ["Activations", "Computation", "Schedule", "Scheduler", "WorkerHandle", "WorkerStatistics", "wake_all"]

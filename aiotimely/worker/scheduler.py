@@ -27,10 +27,19 @@ from .computation import Computation
 from .logging import LogRegistry, Logger, ParkEvent, ScheduleEvent, ShutdownEvent, StartStop, TimelyEvent
 from .schedule import Schedule
 
-__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT"]
+__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT", "wake_all"]
 
 CLOSE_TIMEOUT = 5.0
 """Seconds the operators of a stopping worker get to run their cleanup (``finally``, ``async with``)."""
+
+
+def wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    """Resolve every future in ``waiters`` not yet done (producers waiting for room, callers waiting for a
+    step) and empty the list."""
+    while waiters:
+        fut = waiters.pop()
+        if not fut.done():
+            fut.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +217,9 @@ class Scheduler:
         while computation.error is None:
             if not activations:
                 pressure.after_round()
-                self._release(self._step_waiters)
+                wake_all(self._step_waiters)
                 if not self._dataflows:
-                    self._release(self._done_waiters)
+                    wake_all(self._done_waiters)
                 if self._waited_on():
                     computation.check_stuck()
                     if computation.error is not None:
@@ -232,8 +241,8 @@ class Scheduler:
             self._round()
             if registry:
                 registry.flush()
-            self._release(self._step_waiters)
-            self._release(self._round_waiters)
+            wake_all(self._step_waiters)
+            wake_all(self._round_waiters)
             if pressure.congested():  # the network is behind: let it drain before producing more
                 await pressure.wait_writable()
             pressure.after_round()
@@ -255,13 +264,6 @@ class Scheduler:
                     log.log(ShutdownEvent(dataflow.path))
             if log is not None:
                 log.log(ScheduleEvent(dataflow.path, StartStop.STOP))
-
-    @staticmethod
-    def _release(waiters: list[asyncio.Future[None]]) -> None:
-        while waiters:
-            fut = waiters.pop()
-            if not fut.done():
-                fut.set_result(None)
 
     def idle_for_good(self) -> bool:
         """True if nothing could ever wake this worker again: it is complete, or it waits for
