@@ -285,7 +285,8 @@ class Stream(StreamCore, Generic[T]):
 
     @overload
     def unary_frontier(self, logic: OperatorLogic,
-                       *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream[Any]: ...
+                       *, exchange: Any = None, name: str | None = None,
+                       interest: Interest = ALWAYS) -> Stream[Any]: ...
 
     @overload
     def unary_frontier(self, logic: None = None,
@@ -328,7 +329,8 @@ class Stream(StreamCore, Generic[T]):
 
     @overload
     def binary_frontier(self, other: Stream[Any], logic: OperatorLogic,
-                        *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Stream[Any]: ...
+                        *, exchange: Any = None, name: str | None = None,
+                       interest: Interest = ALWAYS) -> Stream[Any]: ...
 
     @overload
     def binary_frontier(self, other: Stream[Any], logic: None = None,

@@ -77,6 +77,31 @@ def run_anchor(args: list[str], env: dict[str, str] | None = None, timeout: floa
         return records
 
 
+def run_processes(module: str, args: list[str], processes: int, timeout: float = 600) -> list[dict[str, Any]]:
+    """Run ``python -m module --worker *args`` as ``processes`` processes of one computation on loopback; each
+    prints a JSON report as its last line: the reports, in process order."""
+    from aiotimely.cli import free_ports
+
+    ports = free_ports(processes)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
+        hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
+    env = {**os.environ, "AIOTIMELY_SECRET": "bench"}
+    try:
+        procs = [subprocess.Popen([sys.executable, "-m", module, "--worker", *args, "-n", str(processes),
+                                   "-p", str(p), "--hostfile", hosts.name],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for p in range(processes)]
+        outs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        os.unlink(hosts.name)
+    reports = []
+    for p, (out, err) in zip(procs, outs, strict=True):
+        if p.returncode != 0:
+            raise RuntimeError(f"{module} process failed:\n{err[-2000:]}")
+        reports.append(json.loads(out.splitlines()[-1]))
+    return reports
+
+
 def in_process_seconds(records: list[dict]) -> float:
     """A peer's dataflow time: first source built to last sink closed, as its check files say."""
     return max(r["t_close"] for r in records) - min(r["t_build"] for r in records)

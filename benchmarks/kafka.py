@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
             samples["ours consume"].append(ours_consume(broker.bootstrap, raw_topic, n, f"g{r}"))
     results: dict[str, Any] = {"records": n, "runs": {k: stats(v) for k, v in samples.items()}}
     results["ratios per repeat"] = {
-        f"{ours} / {raw}": [r / o for r, o in zip(samples[raw], samples[ours])]
+        f"{ours} / {raw}": [r / o for r, o in zip(samples[raw], samples[ours], strict=True)]
         for ours, raw in (("ours produce", "raw produce"), ("ours produce", "raw produce in turn"),
                           ("ours consume", "raw consume"), ("ours consume", "raw consume in bunches"))
     }

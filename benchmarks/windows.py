@@ -21,17 +21,15 @@ when the input passes its end plus the lateness: no watermark, nothing late.
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from operator import itemgetter
 from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, ROOT, command_line, have, repeat, run_anchor, save, table, timed
+from .common import ANCHORS, command_line, have, repeat, run_anchor, run_processes, save, table, timed
 
 sys.path.insert(0, str(ANCHORS))
 from win_plain import agg_dict, agg_stream, gen_events, table_checksum  # noqa: E402
@@ -84,27 +82,9 @@ def aiotimely_run(n: int, workers: int) -> tuple[float, dict[str, Any]]:
 def aiotimely_processes(n: int, processes: int) -> tuple[float, dict[str, Any]]:
     """Each process makes the events, then runs and prints its in-process time; the run takes as long as the
     slowest process."""
-    from aiotimely.cli import free_ports
-
-    ports = free_ports(processes)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
-        hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
-    env = {**os.environ, "AIOTIMELY_SECRET": "bench"}
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.windows", "--worker", str(n),
-                               "-n", str(processes), "-p", str(p), "--hostfile", hosts.name],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for p in range(processes)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    os.unlink(hosts.name)
-    table: dict[tuple[str, int], tuple[int, int]] = {}
-    seconds = 0.0
-    for p, (out, err) in zip(procs, outs, strict=True):
-        if p.returncode != 0:
-            raise RuntimeError(err[-2000:])
-        report = json.loads(out.splitlines()[-1])
-        seconds = max(seconds, report["seconds"])
-        table.update({(k, w): (c, s) for k, w, c, s in report["rows"]})
-    return seconds, table_checksum(table)
+    reports = run_processes("benchmarks.windows", [str(n)], processes)
+    table = {(k, w): (c, s) for report in reports for k, w, c, s in report["rows"]}
+    return max(report["seconds"] for report in reports), table_checksum(table)
 
 
 def _worker_main(argv: list[str]) -> None:
@@ -151,8 +131,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows.append((name, s, note))
         results["runs"][name] = s
 
-    record("plain Python, one dict", lambda: plain_run(events, "dict"), "the floor: no windows closed on the way")
-    record("plain Python, closing windows", lambda: plain_run(events, "stream"), "watermark = max time - 100 ms")
+    record("plain Python, one dict", functools.partial(plain_run, events, "dict"),
+           "the floor: no windows closed on the way")
+    record("plain Python, closing windows", functools.partial(plain_run, events, "stream"),
+           "watermark = max time - 100 ms")
     del events
     record("aiotimely, 1 worker", lambda: aiotimely_run(n, 1), "one line: stream.window(...)")
     record("aiotimely, 2 processes", lambda: aiotimely_processes(n, 2), "1 worker each, over TCP")

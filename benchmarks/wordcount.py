@@ -16,14 +16,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, ROOT, command_line, have, in_process_seconds, repeat, run_anchor, save, table, timed
+from .common import (ANCHORS, ROOT, command_line, have, in_process_seconds, repeat, run_anchor, run_processes, save,
+                     table, timed)
 
 sys.path.insert(0, str(ROOT / "examples"))
 from wordcount import wordcount as book_wordcount  # noqa: E402  (the example is the book's operator)
@@ -86,27 +86,11 @@ def aiotimely_run(path: Path, workers: int, variant: str) -> tuple[float, dict[s
 
 def aiotimely_processes(path: Path, processes: int, variant: str) -> tuple[float, dict[str, int]]:
     """Each process prints its counts and its in-process time; the run takes as long as the slowest."""
-    from aiotimely.cli import free_ports
-
-    ports = free_ports(processes)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
-        hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
-    env = {**os.environ, "AIOTIMELY_SECRET": "bench"}
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.wordcount", "--worker", str(path), variant,
-                               "-n", str(processes), "-p", str(p), "--hostfile", hosts.name],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for p in range(processes)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    os.unlink(hosts.name)
+    reports = run_processes("benchmarks.wordcount", [str(path), variant], processes)
     merged: dict[str, int] = {}
-    seconds = 0.0
-    for p, (out, err) in zip(procs, outs, strict=True):
-        if p.returncode != 0:
-            raise RuntimeError(err[-2000:])
-        report = json.loads(out.splitlines()[-1])
-        seconds = max(seconds, report["seconds"])
+    for report in reports:
         merged.update(report["counts"])
-    return seconds, merged
+    return max(report["seconds"] for report in reports), merged
 
 
 def _worker_main(argv: list[str]) -> None:

@@ -318,7 +318,7 @@ class OperatorRuntime:
         """Log what this activation took from the inputs: the counts its scope collects right after it."""
         assert self.progress is not None
         worker = self.worker.index
-        for channel, consumed in zip(self.channels, self.progress.shared.consumeds):
+        for channel, consumed in zip(self.channels, self.progress.shared.consumeds, strict=True):
             for time, count in consumed:
                 log.log(MessagesEvent(False, channel, None, worker, time, count))
 

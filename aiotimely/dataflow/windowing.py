@@ -248,13 +248,13 @@ def combine(aggregations: Aggregation | Sequence[Aggregation], owner: str) -> Ag
     merges = [a.merge for a in parts]
 
     def each(acc: tuple[Any, ...], records: list[Any]) -> tuple[Any, ...]:
-        return tuple([f(x, records) for f, x in zip(adds, acc)])
+        return tuple([f(x, records) for f, x in zip(adds, acc, strict=True)])
 
     inline = [a.inline for a in parts if a.inline is not None]
     add = _compiled("add", "records", [(t, of) for t, _, of in inline]) if len(inline) == len(parts) else each
 
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple([m(x, y) for m, x, y in zip(merges, a, b)])  # type: ignore[misc]
+        return tuple([m(x, y) for m, x, y in zip(merges, a, b, strict=True)])  # type: ignore[misc]
 
     if all(f is int for f in inits):
         zeros = (0,) * len(parts)                    # immutable: every window may start from the same one
@@ -266,7 +266,7 @@ def combine(aggregations: Aggregation | Sequence[Aggregation], owner: str) -> Ag
             return tuple([f() for f in inits])
 
     def results_of(acc: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple([f(x) for f, x in zip(results, acc)])
+        return tuple([f(x) for f, x in zip(results, acc, strict=True)])
 
     combined = Aggregation("+".join(a.name for a in parts), init, add, merge if all(m is not None for m in merges)
                            else None, None if all(f is _identity for f in results) else results_of)

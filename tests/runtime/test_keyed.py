@@ -204,8 +204,8 @@ join_events_st = st.tuples(events_st, events_st, st.integers(-3, 2), st.integers
 
 def model_joins(lefts, rights, lower, upper):
     return {
-        "join": [(tl, (kl, (l, r))) for tl, kl, l in lefts for tr, kr, r in rights if (tl, kl) == (tr, kr)],
-        "interval_join": [(max(tl, tr), (kl, (l, r))) for tl, kl, l in lefts for tr, kr, r in rights
+        "join": [(tl, (kl, (v, w))) for tl, kl, v in lefts for tr, kr, w in rights if (tl, kl) == (tr, kr)],
+        "interval_join": [(max(tl, tr), (kl, (v, w))) for tl, kl, v in lefts for tr, kr, w in rights
                           if kl == kr and lower <= tr - tl <= upper],
     }
 

@@ -113,7 +113,8 @@ def test_map_in_place_changes_the_records_themselves_and_fuses(run, monkeypatch)
 
     out, originals, fused = run(build)[0]
     assert out == [(0, [1, 1]), (0, [2, 3, 2]), (1, [0])]
-    assert [x for _, x in out] == originals and all(a is b for (_, a), b in zip(out, originals))  # no copies
+    assert [x for _, x in out] == originals
+    assert all(a is b for (_, a), b in zip(out, originals, strict=True))  # no copies
     assert fused                                    # runs inside its producer's pushes, as map does
 
 
@@ -263,7 +264,7 @@ def test_operator_without_inputs_and_with_notify(run):
             @at.operator([], outputs=2, scope=s, name="Source")
             async def source(ins, outs, caps):
                 assert ins == []
-                for i, (out_, cap) in enumerate(zip(outs, caps)):
+                for i, (out_, cap) in enumerate(zip(outs, caps, strict=True)):
                     out_.session(cap.delayed(i + 1)).give(f"out {i}")
                     cap.drop()
 

@@ -166,8 +166,8 @@ def test_windows_match_the_model_with_out_of_order_and_late_records(spec, worker
         assert all(t < w[1] + lateness for t, (_, w, _) in got if t != w[1] + lateness)
         got = [(t, (k, w, value)) for t, (k, w, value) in got if t == w[1] + lateness]
     expected = sorted((t, k, w, tuple(AGGS[n][1](vs) for n in names)) for (t, k, w), vs in windows.items())
-    assert sorted((t, k, w, tuple(normal(n, x) for n, x in zip(names, value))) for t, (k, w, value) in got) \
-        == expected
+    normalised = [(t, k, w, tuple(normal(n, x) for n, x in zip(names, value, strict=True))) for t, (k, w, value) in got]
+    assert sorted(normalised) == expected
     assert sorted(lates) == sorted(late)
 
 

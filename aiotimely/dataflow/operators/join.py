@@ -147,13 +147,13 @@ def interval_join(left: S, right: S, lower: int, upper: int) -> S:
                     if new_lefts:
                         for tr, r in stored[1]:
                             if lower <= tr - time <= upper:
-                                sent.extend([(key, (l, r)) for l in new_lefts])
+                                sent.extend([(key, (left, r)) for left in new_lefts])
                     if new_rights:
-                        for tl, l in stored[0]:
+                        for tl, left in stored[0]:
                             if lower <= time - tl <= upper:
-                                sent.extend([(key, (l, r)) for r in new_rights])
+                                sent.extend([(key, (left, r)) for r in new_rights])
                 if new_lefts and new_rights and lower <= 0 <= upper:
-                    sent.extend([(key, (l, r)) for l in new_lefts for r in new_rights])
+                    sent.extend([(key, (left, r)) for left in new_lefts for r in new_rights])
                 if new_lefts and keeps[0]:
                     keep(0, key, time, new_lefts)
                 if new_rights and keeps[1]:
