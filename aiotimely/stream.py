@@ -196,18 +196,18 @@ class Stream(StreamCore, Generic[T]):
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
                timed: bool = False, lateness: int = 0, late: Literal["drop"] = "drop", early: bool | int = False,
-               name: str = "Window") -> Stream[Any]: ...
+               combine: bool | None = None, name: str = "Window") -> Stream[Any]: ...
 
     @overload
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
                timed: bool = False, lateness: int = 0, late: Literal["count", "stream"], early: bool | int = False,
-               name: str = "Window") -> tuple[Stream[Any], Stream[Any]]: ...
+               combine: bool | None = None, name: str = "Window") -> tuple[Stream[Any], Stream[Any]]: ...
 
     def window(self, windows: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
                key: Callable[[T], Any] | None = None, time: Callable[[T], int] | str | None = None,
                timed: bool = False, lateness: int = 0, late: str = "drop", early: bool | int = False,
-               name: str = "Window") -> Stream[Any] | tuple[Stream[Any], Stream[Any]]:
+               combine: bool | None = None, name: str = "Window") -> Stream[Any] | tuple[Stream[Any], Stream[Any]]:
         """Aggregate records per key and window (``at.Tumbling``, ``at.Sliding``, ``at.Sessions``) with
         ``at.Agg`` aggregations (a tuple of them gives a tuple): ``(key, (start, end), value)`` per window, sent at
         time ``end + lateness`` once the frontier passes it (without ``key``: ``((start, end), value)``, on one
@@ -216,9 +216,12 @@ class Stream(StreamCore, Generic[T]):
         ends at or before ``d - lateness``: ``late="drop"``, or ``"count"``/``"stream"`` to also get a stream of
         late counts / late records (at their dataflow times) as a second result. ``early=True`` also sends each
         window's partial result at every time that changes it (the one at ``end + lateness`` is final);
-        ``early=N`` does so periodically: at the first time applied in each period of ``N`` time units."""
+        ``early=N`` does so periodically: at the first time applied in each period of ``N`` time units.
+        ``combine``: each worker first folds its records into one accumulator per key and window of each batch
+        (a map-side combiner: by default without ``key=`` and with built-in aggregations; ``True`` asks for it
+        with a key, ``False`` never)."""
         return _windows.window(self, windows, aggregation, key=key, time=time, timed=timed, lateness=lateness,
-                               late=late, early=early, name=name)
+                               late=late, early=early, combine=combine, name=name)
 
     # -- scopes -------------------------------------------------------------------------
 

@@ -91,7 +91,7 @@ class Aggregation:
     accumulator with a batch of records added (returned), ``merge(a, b)`` two accumulators as one (needed for
     :class:`Sessions`), ``result(acc)`` the value sent."""
 
-    __slots__ = ("name", "init", "add", "merge", "result", "inline", "step")
+    __slots__ = ("name", "init", "add", "merge", "result", "inline", "step", "portable")
 
     def __init__(self, name: str, init: Callable[[], Any], add: Callable[[Any, list[Any]], Any],
                  merge: Callable[[Any, Any], Any] | None = None, result: Callable[[Any], Any] | None = None) -> None:
@@ -105,6 +105,9 @@ class Aggregation:
         and ``r`` (and ``of``, the function given), so that a tuple of them adds in one call."""
         self.step: Callable[[Any, Any], Any] | None = None
         """For the built-in sums: the accumulator with one record added (the window operator's fast path)."""
+        self.portable = False
+        """Its accumulators are made of the records and plain values (the built-ins but ``fold``), so they may
+        cross processes wherever the records can: windows combine them before the exchange by default."""
 
     def __repr__(self) -> str:
         return f"Aggregation({self.name})"
@@ -152,17 +155,17 @@ class Agg:
     @staticmethod
     def count() -> Aggregation:
         """How many records."""
-        return _inline(Aggregation("count", int, lambda acc, records: acc + len(records), _add),
-                       "{acc} + len(records)", "{acc} + 1", None)
+        return _portable(_inline(Aggregation("count", int, lambda acc, records: acc + len(records), _add),
+                                 "{acc} + len(records)", "{acc} + 1", None))
 
     @staticmethod
     def sum(of: Callable[[Any], Any] | None = None) -> Aggregation:
         """The sum of the records (of ``of(record)``)."""
         if of is None:
-            return _inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(records), _add),
-                           "{acc} + sum(records)", "{acc} + r", None)
-        return _inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(map(of, records)), _add),
-                       "{acc} + sum(map({of}, records))", "{acc} + {of}(r)", of)
+            return _portable(_inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(records), _add),
+                                     "{acc} + sum(records)", "{acc} + r", None))
+        return _portable(_inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(map(of, records)),
+                                             _add), "{acc} + sum(map({of}, records))", "{acc} + {of}(r)", of))
 
     @staticmethod
     def mean(of: Callable[[Any], Any] | None = None) -> Aggregation:
@@ -170,18 +173,20 @@ class Agg:
         def add(acc: Any, records: list[Any]) -> Any:
             total = builtins.sum(records) if of is None else builtins.sum(map(of, records))
             return (acc[0] + len(records), acc[1] + total)
-        return Aggregation("mean", lambda: (0, 0), add, lambda a, b: (a[0] + b[0], a[1] + b[1]),
-                           lambda acc: acc[1] / acc[0] if acc[0] else None)
+        return _portable(Aggregation("mean", lambda: (0, 0), add, lambda a, b: (a[0] + b[0], a[1] + b[1]),
+                                     lambda acc: acc[1] / acc[0] if acc[0] else None))
 
     @staticmethod
     def min(key: Callable[[Any], Any] | None = None) -> Aggregation:
         """The least record (by ``key(record)``); of equal ones, the first applied."""
-        return Aggregation("min", lambda: _EMPTY, _best(builtins.min, key), _merge_best(builtins.min, key), _only)
+        return _portable(Aggregation("min", lambda: _EMPTY, _best(builtins.min, key), _merge_best(builtins.min, key),
+                                     _only))
 
     @staticmethod
     def max(key: Callable[[Any], Any] | None = None) -> Aggregation:
         """The greatest record (by ``key(record)``); of equal ones, the first applied."""
-        return Aggregation("max", lambda: _EMPTY, _best(builtins.max, key), _merge_best(builtins.max, key), _only)
+        return _portable(Aggregation("max", lambda: _EMPTY, _best(builtins.max, key), _merge_best(builtins.max, key),
+                                     _only))
 
     @staticmethod
     def collect(of: Callable[[Any], Any] | None = None) -> Aggregation:
@@ -190,7 +195,7 @@ class Agg:
         def add(acc: list[Any], records: list[Any]) -> list[Any]:
             acc.extend(records if of is None else map(of, records))
             return acc
-        return Aggregation("collect", list, add, lambda a, b: a + b)
+        return _portable(Aggregation("collect", list, add, lambda a, b: a + b))
 
     @staticmethod
     def fold(init: Any, fn: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any] | None = None) -> Aggregation:
@@ -204,12 +209,17 @@ class Agg:
         """``fn(fn(r1, r2), r3)...`` over the records (``fn`` associative: it also merges sessions)."""
         def add(acc: Any, records: list[Any]) -> Any:
             return (functools.reduce(fn, records, acc[0]) if acc else functools.reduce(fn, records),)
-        return Aggregation("reduce", lambda: _EMPTY, add, lambda a, b: (fn(a[0], b[0]),) if a and b else a or b,
-                           _only)
+        return _portable(Aggregation("reduce", lambda: _EMPTY, add,
+                                     lambda a, b: (fn(a[0], b[0]),) if a and b else a or b, _only))
 
 
 def _add(a: Any, b: Any) -> Any:
     return a + b
+
+
+def _portable(agg: Aggregation) -> Aggregation:
+    agg.portable = True
+    return agg
 
 
 def _inline(agg: Aggregation, add: str, step: str, of: Callable[[Any], Any] | None) -> Aggregation:
@@ -272,4 +282,5 @@ def combine(aggregations: Aggregation | Sequence[Aggregation], owner: str) -> Ag
                            else None, None if all(f is _identity for f in results) else results_of)
     if len(inline) == len(parts):
         combined.step = _compiled("step", "r", [(t, of) for _, t, of in inline])
+    combined.portable = all(a.portable for a in parts)
     return combined

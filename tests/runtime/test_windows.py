@@ -173,6 +173,67 @@ def test_windows_match_the_model_with_out_of_order_and_late_records(spec, worker
 
 @settings(max_examples=25, deadline=None)
 @given(st.data())
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed"])
+@pytest.mark.parametrize("spec", SPECS[:4], ids=repr)
+def test_windows_combined_before_the_exchange_match_the_model(spec, keyed, data):
+    """Each worker folds a batch's records into one accumulator per key and window, merged after the exchange:
+    the same windows as the model (late records dropped), on 3 workers."""
+    plans_ = data.draw(plans(3))
+    lateness = data.draw(st.sampled_from([0, 0, 3]))
+    names = data.draw(st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=3, unique=True))
+    early = data.draw(st.booleans())
+    key = (lambda r: r[0]) if keyed else None
+    got, _ = run_windows(plans_, lambda s: (s.window(
+        spec, tuple(AGGS[n][0]() for n in names), key=key, time=lambda r: r[1], lateness=lateness, early=early,
+        combine=True), None), 3, step=data.draw(st.booleans()))
+    records = flatten(plans_) if keyed else [(d, 0, t, v) for d, _, t, v in flatten(plans_)]
+    windows, _ = model(records, spec, lateness)
+    got = [(t, r if keyed else (0, *r)) for t, r in got]
+    if early:
+        got = [(t, (k, w, value)) for t, (k, w, value) in got if t == w[1] + lateness]
+    expected = sorted((t, k, w, tuple(AGGS[n][1](vs) for n in names)) for (t, k, w), vs in windows.items())
+    normalised = [(t, k, w, tuple(normal(n, x) for n, x in zip(names, value, strict=True))) for t, (k, w, value) in got]
+    assert sorted(normalised) == expected
+
+
+def operator_names(build_windows, workers):
+    """The names of the operators ``build_windows(stream)`` builds (from timely's logging stream)."""
+    names: list = []
+
+    def build(worker):
+        worker.log_register().insert("timely", lambda _t, events: names.extend(
+            e.name for _, _, e in events if isinstance(e, at.OperatesEvent)))
+        worker.dataflow(lambda s: build_windows(at.to_stream([("a", 1), ("b", 7)], s)))
+
+    at.execute(build, workers=workers)
+    return names
+
+
+def test_windows_without_a_key_combine_before_the_exchange_by_default():
+    tumbling = at.Tumbling(5)
+    assert "Window.combine" in operator_names(lambda s: s.window(tumbling, at.Agg.count()), 2)
+    assert "Window.combine" not in operator_names(lambda s: s.window(tumbling, at.Agg.count()), 1)   # one worker
+    assert "Window.combine" not in operator_names(                 # keyed: only when asked (combine=True)
+        lambda s: s.window(tumbling, at.Agg.count(), key=lambda r: r[0]), 2)
+    assert "Window.combine" in operator_names(
+        lambda s: s.window(tumbling, at.Agg.count(), key=lambda r: r[0], combine=True), 2)
+    assert "Window.combine" not in operator_names(                 # a user's fold: its accumulators are the user's
+        lambda s: s.window(tumbling, at.Agg.fold(0, lambda a, r: a + 1, merge=lambda a, b: a + b)), 2)
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda s: s.window(at.Sessions(3), at.Agg.count(), combine=True), "session windows"),
+    (lambda s: s.window(at.Tumbling(3), at.Agg.count(), late="count", combine=True), "reported late"),
+    (lambda s: s.window(at.Tumbling(3), at.Agg.fold(0, lambda a, r: a + 1), combine=True), "cannot merge"),
+    (lambda s: s.window(at.Tumbling(3), at.Agg.count(), time="processing", combine=True), "wall clock"),
+])
+def test_a_combine_that_cannot_be_done_is_refused(make, why):
+    with pytest.raises(ValueError, match=f"cannot combine before the exchange: .*{why}"):
+        at.execute(lambda worker: worker.dataflow(lambda s: make(at.to_stream([1], s))), workers=2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
 @pytest.mark.parametrize("spec", [at.Tumbling(5), at.Sliding(6, 4), at.Sessions(4)], ids=repr)
 def test_timed_records_are_never_late_and_close_with_the_frontier(spec, data):
     plans_ = data.draw(plans(3))

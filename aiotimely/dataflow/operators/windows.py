@@ -38,6 +38,7 @@ from ..operator import Logic
 from ..ports import OperatorOutput
 from ..stream import S
 from ..windowing import Aggregation, Sessions, Tumbling, WindowSpec, combine
+from .maplike import batch_operator
 
 __all__ = ["window", "LATE_POLICIES"]
 
@@ -81,12 +82,12 @@ def _check(spec: Any, aggregation: Any, lateness: Any, late: Any, time: Any, nam
 def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
            key: Callable[[Any], Any] | None = None, time: Callable[[Any], int] | str | None = None,
            timed: bool = False, lateness: int = 0, late: str = "drop", early: bool | int = False,
-           name: str = "Window") -> S | tuple[S, S]:
+           combine: bool | None = None, name: str = "Window") -> S | tuple[S, S]:
     """Records aggregated per key and window; see the module docstring. Results are ``(key, (start, end),
     value)`` (without ``key=``: ``((start, end), value)``, all on one worker); with ``late="count"`` or
     ``"stream"``, also a stream of late-record counts or of the late records, at their dataflow times. With
     ``early=True``, also each window's partial result whenever a time changes it, at that time (before
-    ``end + lateness``: the result at ``end + lateness`` is the final one)."""
+    ``end + lateness``: the result at ``end + lateness`` is the final one). ``combine``: see :func:`_combining`."""
     agg = _check(spec, aggregation, lateness, late, time, name)
     if type(early) is not bool and (type(early) is not int or early < 1):
         raise ValueError(f"{name}: early must be True, False or a period (a positive int), not {early!r}")
@@ -105,9 +106,15 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
                          f"an int), not {ttype.name}")
     if processing and not total:
         raise ValueError(f"{name}: processing-time windows need int dataflow times, not {ttype.name}")
+    combining = _combining(combine, stream, spec, agg, key, processing, total, late, name)
+    if combining:
+        stream = batch_operator(stream, f"{name}.combine", _partials(spec, agg, key, time if callable(time) else None,
+                                                                     timed, lateness))
     builder = OperatorBuilder(stream.scope, name)
-    if key is None:
-        route_by: Callable[[Any], Any] = _zero
+    if combining:
+        route_by: Callable[[Any], Any] = _first
+    elif key is None:
+        route_by = _zero
     elif timed:
         route_by = lambda pair: key(pair[1])  # noqa: E731
     else:
@@ -413,7 +420,20 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
                     heap_push(index, (e, next(seq), k, wid))
                     hold(out_time(wid, e), cap)
 
-        apply = apply_sessions if spec.merging else apply_fixed
+        def apply_partials(cap: Capability, partials: list[Any]) -> None:
+            """Combined windows: each ``(key, start, accumulator)`` merged into its window (the combiner sends
+            none of a window complete at this time: it drops late records, as ``late="drop"`` says)."""
+            size = spec.size  # type: ignore[attr-defined]
+            flat_get = flat.get
+            for k, s, acc in partials:
+                w = flat_get((k, s))
+                if w is None:
+                    w = new_window(k, s, s + size, cap)
+                w[1] = merge(w[1], acc)  # type: ignore[misc]
+                if early:
+                    touched[(k, s)] = w
+
+        apply = apply_partials if combining else apply_sessions if spec.merging else apply_fixed
 
         def complete(entries: list[Any], frontier: list[Any], end_at: int) -> list[Any]:
             """Take the entries (heaps by end) of the windows the frontier has passed, earliest first."""
@@ -525,6 +545,61 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
     if late_out is not None:
         return results, late_stream
     return results  # type: ignore[no-any-return]
+
+
+def _combining(combine: bool | None, stream: Any, spec: WindowSpec, agg: Aggregation, key: Any, processing: bool,
+               total: bool, late: str, name: str) -> bool:
+    """Whether each worker folds its records into one accumulator per key and window of each batch before the
+    exchange (a combiner, as a map-side aggregation: fewer, smaller messages, and without ``key=`` the work is no
+    longer all on one worker). It needs fixed windows (not sessions), int times, event times that are not the wall
+    clock, late records dropped (a combined record cannot be reported late), and an aggregation that merges.
+    ``combine=None`` (the default) does it where it can without ``key=`` and with a built-in aggregation other
+    than ``fold`` (whose accumulators are the user's, and may not cross processes); ``True`` asks for it with any
+    key and aggregation that merges (an error where it cannot be done); ``False`` never. One worker never does."""
+    if combine is not None and type(combine) is not bool:
+        raise TypeError(f"{name}: combine must be True, False or None, not {combine!r}")
+    why = ("session windows merge as records come" if spec.merging else
+           "processing-time windows take the wall clock where the window is" if processing else
+           "it needs int dataflow times" if not total else
+           f"a combined record cannot be reported late (late={late!r})" if late != "drop" else
+           f"{agg!r} cannot merge two accumulators (give Agg.fold(..., merge=...))" if agg.merge is None else None)
+    if combine is True and why is not None:
+        raise ValueError(f"{name}: cannot combine before the exchange: {why}")
+    if why is not None or combine is False or stream.scope.worker.peers == 1:
+        return False
+    return combine is True or (key is None and agg.portable)
+
+
+def _partials(spec: WindowSpec, agg: Aggregation, key: Callable[[Any], Any] | None,
+              time_of: Callable[[Any], Any] | None, timed: bool, lateness: int) -> Callable[[Any, list[Any]], Any]:
+    """The combiner: a batch at dataflow time ``d`` as ``(key, window start, accumulator)`` per key and window,
+    leaving out windows complete at ``d`` (their records are late, and dropped)."""
+    starts_of, size = spec.starts, spec.size  # type: ignore[attr-defined]
+    init, add = agg.init, agg.add
+
+    def partials(d: int, records: list[Any]) -> list[Any]:
+        horizon = d - lateness
+        groups: dict[tuple[Any, int], list[Any]] = {}
+        get = groups.get
+        for item in records:
+            if timed:
+                t, r = item
+            else:
+                r = item
+                t = d if time_of is None else time_of(r)
+            if type(t) is not int:
+                raise TypeError(f"the event time of record {r!r:.200} is {t!r}: event times must be ints")
+            k = 0 if key is None else key(r)
+            for s in starts_of(t):
+                if s + size > horizon:
+                    g = get((k, s))
+                    if g is None:
+                        groups[(k, s)] = [r]
+                    else:
+                        g.append(r)
+        return [(k, s, add(init(), recs)) for (k, s), recs in groups.items()]
+
+    return partials
 
 
 async def _wake(deadline: int, activator: Any) -> None:
