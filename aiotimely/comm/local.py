@@ -77,6 +77,23 @@ class Mailbox:
         return f"Mailbox({len(self.queue)} waiting)"
 
 
+
+class Unfed(Mailbox):
+    """The mailbox of an input that is fed another way (a fused stage, run inside its producer's pushes): always
+    empty, and shared by every such input, so that thousands of fused operators cost no queue each."""
+
+    __slots__ = ()
+
+    def push(self, item: Any) -> None:
+        raise RuntimeError("this input is fed by its producer's pushes, not through a mailbox")
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Nothing arrives here: no listener is kept (it would keep its operator alive)."""
+
+
+UNFED = Unfed()
+"""The one mailbox of every input fed by its producer's pushes."""
+
 class LocalFabric:
     """The mailboxes of one process's workers, keyed by ``(channel, worker)``: a :class:`~.fabric.Fabric`
     with no other process to talk to."""

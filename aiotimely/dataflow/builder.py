@@ -77,7 +77,7 @@ class OperatorBuilder:
         target = Target(op.index, port)
         scope.add_edge(stream.source, target)
         pusher, mailbox, channel = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame,
-                                                source=stream.source, target=target)
+                                                source=stream.source, target=target, fed=attach)
         op.channels.append(channel)
         if attach:
             stream.attach(pusher)
