@@ -64,7 +64,7 @@ def generator(scope: at.Scope, rate: int, seconds: float, bits: int, mode: str, 
             now = time.perf_counter_ns() - start
             due = min(total, int(now / interval) + 1)
             if mode == "timed":  # one batch under the capability; every record with its own quantum
-                output.session(cap).give_timed([(int(i * interval) >> bits, (WORDS[i % 5000], int(i * interval)))
+                output.session(cap).give_timed([((s := int(i * interval)) >> bits, (WORDS[i % 5000], s))
                                                 for i in range(sent, due)])
                 cap.downgrade(max(cap.time, now >> bits))
             elif mode == "watermarks":  # the event time travels in the record, quantized like the tokens' times

@@ -256,24 +256,51 @@ class OperatorRuntime:
 
     def inputs_complete(self) -> bool:
         """True when every input's frontier is empty and nothing waits to be drained."""
-        return all(inp.is_complete() for inp in self.inputs)
+        for port in self.inputs:
+            if not port.is_complete():
+                return False
+        return True
 
     def news(self) -> int:
         """A count that grows whenever a batch arrives or an input frontier changes: if it differs from the
         count at the logic's last look, something arrived that the logic has not seen."""
-        return sum(port.taken + len(port._queue) + port.changes for port in self.inputs)
+        count = 0
+        for port in self.inputs:
+            count += port.taken + len(port._queue) + port.changes
+        return count
 
     def _accept_frontiers(self) -> None:
         assert self.progress is not None
         pushed = False
         for port, changes in zip(self.inputs, self.progress.shared.frontiers, strict=True):
-            if changes:
+            if changes._diffs:
                 port._frontier_changed(changes.drain())
                 pushed = True
         if pushed:
             log = self.worker.logging
             if log is not None:
                 log.log(PushProgressEvent(self.path))
+
+    def refresh_frontiers(self) -> bool:
+        """From inside an activation: report what the activation did so far, as if the operator yielded here,
+        and take the input frontiers that results in (with its scope's latest progress), without waiting for
+        the next activation. The caller makes sure the operator holds a capability for everything it took
+        and has not sent (a frontier may pass anything else). Received times (``CapabilityRef``) handed out
+        before are no longer valid. False if the frontiers cannot have moved."""
+        if self._dirty_ports:  # what sessions buffered is sent first, as at a yield
+            ports, self._dirty_ports = self._dirty_ports, []
+            for port in ports:
+                port.release()
+        if not self.scope.refresh(self.index):
+            return False
+        self.epoch += 1
+        self._accept_frontiers()
+        return True
+
+    def consumed_elsewhere(self, port: int) -> bool:
+        """True if this activation took anything so far from an input other than ``port``."""
+        assert self.progress is not None
+        return any(consumed._diffs for i, consumed in enumerate(self.progress.shared.consumeds) if i != port)
 
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""

@@ -10,6 +10,7 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
 
 from ..comm.local import Mailbox
@@ -150,7 +151,7 @@ class InputPort:
 
     def is_complete(self) -> bool:
         """True once nothing more can arrive and nothing waits: the input is done."""
-        return self._frontier.is_empty() and not self._queue
+        return not self._frontier._frontier and not self._queue
 
     def pending(self) -> int:
         """How many batches wait to be taken."""
@@ -290,16 +291,25 @@ class TimedOrder:
     def ready(self) -> Iterator[tuple[Any, list[Any]]]:
         """Take what arrived; then each complete record time, in order, with its records. Inside the loop,
         :meth:`session` sends timed output at the times handed over; after it, the capability moves to the
-        earliest time still pending (or is dropped)."""
-        port, pending, held, le = self._port, self._pending, self._held, self._le
+        earliest time still pending (or is dropped).
+
+        When what it just took may be all that holds the input frontier back (a batch at a time of the
+        frontier), it holds a capability for it and brings the frontier up to date at once
+        (:meth:`OperatorRuntime.refresh_frontiers`), so the times that completes are handed over in this
+        activation rather than the next."""
+        port, pending, held, le, total = self._port, self._pending, self._held, self._le, self._total
         op = port._op
-        for ref, batch in port.drain():
-            if not any(le(cap._time, ref.time) for cap in held):
-                for cap in [cap for cap in held if le(ref.time, cap._time)]:
+        first = not port._consumed._diffs  # nothing was taken from this input before, in this activation
+        taken: list[Any] = []
+        for batch_time, batch in port.batches():
+            if not (held and le(held[0]._time, batch_time) if total else
+                    any(le(cap._time, batch_time) for cap in held)):
+                for cap in [cap for cap in held if le(batch_time, cap._time)]:
                     held.remove(cap)
                     cap.drop()
-                held.append(ref.retain())
+                held.append(CapabilityRef(op, port.port, batch_time).retain())
                 self._sessions.clear()
+            taken.append(batch_time)
             for time, record in batch:
                 records = pending.get(time)
                 if records is None:
@@ -309,19 +319,26 @@ class TimedOrder:
         if not pending:
             self._settle()
             return
-        frontier = list(port.frontier)
-        if self._total:
+        frontier = port._frontier._frontier
+        if taken and first and any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port):
+            # What was just taken may be all that holds the frontier: every record taken is held by a
+            # capability now, so report that at once and look again, instead of in the next activation.
+            if op.refresh_frontiers():
+                frontier = port._frontier._frontier
+        if total:
             due = sorted(pending) if not frontier else sorted(t for t in pending if t < frontier[0])
         else:
             due = sorted(t for t in pending if not port.less_equal(t))
+        participant = op.participant
         for time in due:
-            op.cut(time)  # every time before this one is applied, and none after
+            if participant is not None:
+                participant.cut(time)  # every time before this one is applied, and none after
             yield time, pending.pop(time)
         if frontier:
-            if self._total:
+            if total:
                 op.cut(frontier[0])
-        elif not pending and op.participant is not None:
-            op.participant.finish()
+        elif not pending and participant is not None:
+            participant.finish()
         self._settle()
 
     def _settle(self) -> None:
@@ -520,16 +537,22 @@ class Session:
 
     def give_many_at(self, time: Any, records: Any) -> None:
         """Send every record of an iterable as a timed record at ``time``."""
-        if not self._port.op.ttype.less_equal(self._time, time):
+        port = self._port
+        if not port.op.ttype.less_equal(self._time, time):
             raise self._too_early(time)
-        self.give_many([(time, record) for record in records])
+        buffer = port._buffer if port._owner is self else self._buffer()
+        buffer.extend([(time, record) for record in records])
+        if len(buffer) >= BATCH_SIZE:
+            port.flush()
 
     def give_timed(self, pairs: list[tuple[Any, Any]]) -> None:
         """Send ``(time, record)`` pairs as timed records, none earlier than the session's time."""
         ttype = self._port.op.ttype
         if ttype.totally_ordered:
-            if pairs and min(pairs, key=_first)[0] < self._time:
-                raise self._too_early(min(pairs, key=_first)[0])
+            if pairs:
+                least = min(map(_first, pairs))
+                if least < self._time:
+                    raise self._too_early(least)
         else:
             for time, _ in pairs:
                 if not ttype.less_equal(self._time, time):
@@ -546,8 +569,7 @@ class Session:
             self._port.flush()
 
 
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
+_first = itemgetter(0)
 
 
 class OperatorOutput:

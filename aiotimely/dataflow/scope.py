@@ -112,6 +112,8 @@ class Scope(Generic[S]):
         self.stages_ran: list[int] = []
         """The fused stages (:mod:`.fusion`) that ran inside the child running now: their progress is
         collected with the child's."""
+        self._running = 0
+        """The index of the child running now (0: none)."""
         self._inbox: Any = None
         self._activate: Callable[[], None] = lambda: None
 
@@ -277,24 +279,70 @@ class Scope(Generic[S]):
         """
         sub = self.progress
         assert sub is not None
-        log = self.worker.logging
-        for batch in self._inbox.drain():
-            if log is not None:
-                log.log(progress_event(batch, False, self.progress_channel))
-            sub.receive(batch)
+        self._receive(sub)
         pending = self._pending
         for _ in range(2):
             self._run_pass(sub, pending)
-            batch = sub.send()
-            if batch is None:
+            if not self._publish(sub):
                 break
-            if log is not None:
-                log.log(progress_event(batch, True, self.progress_channel))
-            self.worker.fabric.broadcast(self.progress_channel, batch, skip=self.worker.index)
-            sub.receive(batch)
         if pending or sub.has_pending():
             self._activate()
         return bool(self._incomplete) or sub.tracking_anything()
+
+    def _receive(self, sub: Subgraph) -> None:
+        """Apply the progress batches the other workers sent."""
+        inbox = self._inbox
+        if not inbox.queue:
+            return
+        log = self.worker.logging
+        for batch in inbox.drain():
+            if log is not None:
+                log.log(progress_event(batch, False, self.progress_channel))
+            sub.receive(batch)
+
+    def refresh(self, child: int) -> bool:
+        """Bring the input frontiers of ``child``, which is running now, up to date in the same activation.
+
+        What the child reported so far (as if it had yielded here: it must hold a capability for whatever it
+        took and has not sent) is collected, with what the children before it in this pass reported, as one
+        batch, published, and propagated with what the other workers sent. The frontier changes are in the
+        child's shared progress for it to take; the other children they wake are run later in this pass (or
+        in the next). False if nothing could have moved (nothing was reported, nothing waits): no propagation.
+        """
+        if self._running != child:
+            return False
+        sub = self.progress
+        assert sub is not None
+        sub.extract(child)
+        ran = self.stages_ran
+        if ran:
+            for stage in dict.fromkeys(ran):
+                sub.extract(stage)
+            ran.clear()
+        self._receive(sub)
+        if not self._publish(sub) and not sub.has_pending():
+            return False
+        pending = self._pending
+        for other in sub.propagate():
+            if other != child:  # (the child takes its frontier changes now; it is not run again for them)
+                pending.add(other)
+        return True
+
+    def _publish(self, sub: Subgraph) -> bool:
+        """Send what this worker's children did since the last batch, as one batch, to every other worker, and
+        apply it here at once; ``False`` if they did nothing."""
+        worker = self.worker
+        log = worker.logging
+        if worker.peers == 1 and log is None:  # nobody else to tell: no batch to make
+            return sub.loop_back()
+        batch = sub.send()
+        if batch is None:
+            return False
+        if log is not None:
+            log.log(progress_event(batch, True, self.progress_channel))
+        worker.fabric.broadcast(self.progress_channel, batch, skip=worker.index)
+        sub.receive(batch)
+        return True
 
     def _run_pass(self, sub: Subgraph, pending: set[int]) -> None:
         """Propagate, then run the children that need it in ascending order (and those they feed)."""
@@ -319,7 +367,12 @@ class Scope(Generic[S]):
             worker.operators_run += 1
             if log is not None:
                 log.log(ScheduleEvent(children[c].path, StartStop.START))
-            if children[c].schedule():
+            self._running = c
+            try:
+                still = children[c].schedule()
+            finally:
+                self._running = 0
+            if still:
                 incomplete.add(c)
             else:
                 if log is not None and c in incomplete:

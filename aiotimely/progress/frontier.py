@@ -326,6 +326,22 @@ class MutableAntichain(Generic[TO]):
 
     def _rebuild(self) -> list[tuple[TO, int]]:
         old = self._frontier
+        if self._total:  # the frontier is the least positive time, if any
+            least: Any = None
+            for t, c in self._counts.items():
+                if c > 0 and (least is None or t < least):
+                    least = t
+            if least is None:
+                if not old:
+                    return []
+                self._frontier = []
+                return [(old[0], -1)]
+            self._frontier = [least]
+            if not old:
+                return [(least, 1)]
+            if old[0] == least:
+                return []
+            return [(old[0], -1), (least, 1)]
         positive = [t for t, c in self._counts.items() if c > 0]
         if self._total or len(positive) <= 1:
             new = [min(positive)] if positive else []

@@ -611,6 +611,13 @@ class Tracker:
         locations = self.graph.locations
         return [(locations[loc], t, d) for (loc, t), d in pushed.items()]
 
+    def take_pushed(self) -> dict[tuple[int, Any], int]:
+        """:meth:`pushed` by location id, as ``{(location id, time): ±1}`` (read it, do not change it)."""
+        pushed = self._pushed
+        if pushed:
+            self._pushed = {}
+        return pushed
+
     def pushed_output(self, output: int) -> list[tuple[Any, int]]:
         """Drain the changes of inner pointstamps projected onto scope output ``output``."""
         return self._output_changes[output].drain()

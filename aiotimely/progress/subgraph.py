@@ -171,6 +171,7 @@ class Subgraph:
         self.on_pointstamps: Callable[[], None] | None = None
         """Called after pointstamps changed (a capability or a record in flight, anywhere in the scope)."""
         loc_id = graph.loc_id
+        self._port_of = [loc.port for loc in graph.locations]
         self._edge_ids = [
             [[loc_id[t] for t in graph.edges.get(Source(c, o), ())] for o in range(shape[1])]
             for c, shape in enumerate(graph.shape)
@@ -233,6 +234,18 @@ class Subgraph:
         changes = [(locations[loc], t, d) for (loc, t), d in self._local.drain()]
         return self._progcaster.send(changes)
 
+    def loop_back(self) -> bool:
+        """With one worker (``peers == 1``): what ``receive(send())`` does, without making the batch: this
+        worker's changes since the last batch are applied as received. ``False`` if there were none."""
+        local = self._local
+        if not local:
+            return False
+        if self.peers != 1:
+            raise ProgressError(f"scope {self.name!r}: loop_back() is for one worker, there are {self.peers}")
+        local.drain_into(self._final)
+        self._progcaster.loop_back()
+        return True
+
     def take_activations(self) -> list[int]:
         """The children that progress asked to run since the last call, ascending."""
         if not self._activate:
@@ -249,7 +262,7 @@ class Subgraph:
 
     def has_pending(self) -> bool:
         """True if received or harvested information waits for :meth:`propagate`."""
-        return bool(self._final) or any(self._entered) or any(self.shared.frontiers)
+        return bool(self._final._diffs) or any(self._entered) or any(self.shared.frontiers)
 
     def has_unsent(self) -> bool:
         """True if this worker has changes that :meth:`send` has not yet batched."""
@@ -257,7 +270,7 @@ class Subgraph:
 
     def tracking_anything(self) -> bool:
         """True while anything inside is held or in flight (the scope is not complete)."""
-        return self.tracker.tracking_anything() or bool(self._final) or bool(self._local)
+        return self.tracker.tracking_anything() or bool(self._final._diffs) or bool(self._local._diffs)
 
     # -- internals --------------------------------------------------------------------
 
@@ -265,7 +278,7 @@ class Subgraph:
         to_inner = self.refinement.to_inner
         tracker = self.tracker
         for i, changes in enumerate(self.shared.frontiers):
-            if changes:
+            if changes._diffs:
                 sid = self.graph.source_ids[0][i]
                 for t, d in changes.drain():
                     tracker.update_at(sid, to_inner(t), d)
@@ -273,7 +286,7 @@ class Subgraph:
     def _harvest_inputs(self) -> None:
         local = self._local
         for i, entered in enumerate(self._entered):
-            if entered:
+            if entered._diffs:
                 sid = self.graph.source_ids[0][i]
                 targets = self._edge_ids[0][i]
                 for t, n in entered.drain():
@@ -284,23 +297,24 @@ class Subgraph:
     def _extract_into(self, c: int, dest: ChangeBatch[tuple[int, Any]]) -> list[int]:
         shared = self.children[c].shared  # type: ignore[union-attr]  # children[0] is None; c >= 1
         graph = self.graph
+        update = dest.update
         for i, consumed in enumerate(shared.consumeds):
-            if consumed:
+            if consumed._diffs:
                 tid = graph.target_ids[c][i]
                 for t, n in consumed.drain():
-                    dest.update((tid, t), -n)
+                    update((tid, t), -n)
         for o, internal in enumerate(shared.internals):
-            if internal:
+            if internal._diffs:
                 sid = graph.source_ids[c][o]
                 for t, d in internal.drain():
-                    dest.update((sid, t), d)
+                    update((sid, t), d)
         consumers: list[int] = []
         for o, produced in enumerate(shared.produceds):
-            if produced:
+            if produced._diffs:
                 targets = self._edge_ids[c][o]
                 for t, n in produced.drain():
                     for tid in targets:
-                        dest.update((tid, t), n)
+                        update((tid, t), n)
                 for tid in targets:
                     node = graph.node_of[tid]
                     if node and node not in consumers:
@@ -310,7 +324,7 @@ class Subgraph:
     def _propagate_pointstamps(self) -> None:
         graph = self.graph
         tracker = self.tracker
-        if self._final:
+        if self._final._diffs:
             node_of, is_target = graph.node_of, graph.is_target
             to_outer = self.refinement.to_outer
             for (lid, t), d in self._final.drain():
@@ -330,23 +344,27 @@ class Subgraph:
         else:
             tracker.propagate_all()
 
-        children = self.children
-        activate = self._activate
-        touched: set[int] = set()
-        for loc, t, d in tracker.pushed():
-            node = loc.node
-            if node == 0:
-                continue
-            touched.add(node)
-            if type(loc) is Target:
-                child: Operate = children[node]  # type: ignore[assignment]  # children[0] is None; node >= 1
-                child.shared.frontiers[loc.port].update(t, d)
-                interest = child.interest[loc.port]
-                if interest is _ALWAYS or (interest is _IF_CAPABILITY and tracker.cap_counts[node] > 0):
+        pushed = tracker.take_pushed()
+        if pushed:
+            children = self.children
+            activate = self._activate
+            node_of, is_target, port_of = graph.node_of, graph.is_target, self._port_of
+            touched: set[int] = set()
+            for (lid, t), d in pushed.items():
+                node = node_of[lid]
+                if node == 0:
+                    continue
+                touched.add(node)
+                if is_target[lid]:
+                    child: Operate = children[node]  # type: ignore[assignment]  # children[0] is None; node >= 1
+                    port = port_of[lid]
+                    child.shared.frontiers[port].update(t, d)
+                    interest = child.interest[port]
+                    if interest is _ALWAYS or (interest is _IF_CAPABILITY and tracker.cap_counts[node] > 0):
+                        activate.add(node)
+            for node in touched:
+                if node not in activate and tracker.node_idle(node):
                     activate.add(node)
-        for node in touched:
-            if node not in activate and tracker.node_idle(node):
-                activate.add(node)
 
         to_outer = self.refinement.to_outer
         for o in range(self.outputs):

@@ -127,3 +127,85 @@ def test_timed_records_through_an_exchange_on_three_workers_arrive_whole_at_thei
 
     at.execute(build, workers=3, loop="asyncio")
     assert got == expected
+
+
+def test_times_that_only_the_batch_taken_held_back_are_handed_over_in_the_activation_that_takes_it():
+    """A batch in flight holds its consumer's frontier at the batch's time until the consumer takes it. The
+    timed order takes it, holds a capability for it, and brings the frontier up to date at once
+    (``OperatorRuntime.refresh_frontiers``): the record times that were only waiting for that are handed over
+    in the same activation, not in another one after the next propagation."""
+    looks: list = []   # per look of the logic: (batches waiting before ready(), times ready() handed over)
+    seen: list = []
+
+    async def build(worker):
+        inp = at.InputHandle()
+
+        def make(scope):
+            @inp.to_stream(scope).unary_frontier(name="Timed")
+            async def timed(input, output, cap):
+                cap.drop()
+                order = input.timed_order()
+                async for _ in input.activations():
+                    waiting = input.pending()
+                    handed = []
+                    for time, records in order.ready():
+                        handed.append(time)
+                        order.session(output).give_many_at(time, records)
+                    looks.append((waiting, handed))
+
+            return timed.inspect(seen.append).probe()
+
+        probe = worker.dataflow(make)
+        await worker.step_while(lambda: not looks)
+        looks.clear()
+        inp.send_at(3, "a")                      # one batch at time 0: records at 3 and 5
+        inp.send_at(5, "b")
+        inp.advance_to(4)                        # the input moves on: only the batch holds time 0 back
+        await worker.step_while(lambda: probe.less_than(4))
+        assert looks[0] == (1, [3]), looks       # handed over when taken (5 may still get records)
+        assert seen == [(3, "a")]
+        looks.clear()
+        inp.send_at(6, "c")
+        inp.close()
+        await worker.step_until_done()
+        assert looks[0] == (1, [5, 6]), looks
+        assert seen == [(3, "a"), (5, "b"), (6, "c")]
+
+    at.execute(build, loop="asyncio")
+
+
+def test_a_refresh_waits_when_the_logic_took_from_another_input_first():
+    """The timed order does not report a batch early while the logic holds batches of another input that it
+    took before and may still mean to keep (their received times stay valid until it yields)."""
+    got: list = []
+
+    def build(worker):
+        timed_in, other_in = at.InputHandle(), at.InputHandle()
+
+        def make(scope):
+            @timed_in.to_stream(scope).binary_frontier(other_in.to_stream(scope), name="Two")
+            async def two(timed, other, output, cap):
+                cap.drop()
+                order = timed.timed_order()
+                async for _ in timed.activations():
+                    taken = list(other.drain())                  # received times, not retained yet
+                    for time, records in order.ready():
+                        order.session(output).give_many_at(time, records)
+                    for ref, records in taken:                   # kept only now, in the same activation
+                        held = ref.retain()
+                        output.session(held).give_many_at(held.time, records)
+                        held.drop()
+
+            two.inspect(got.append)
+
+        worker.dataflow(make)
+        for t in range(5):
+            timed_in.send_at(t + 1, f"t{t}")
+            other_in.send(f"o{t}")
+            timed_in.advance_to(t + 1)
+            other_in.advance_to(t + 1)
+        timed_in.close()
+        other_in.close()
+
+    at.execute(build, loop="asyncio")
+    assert sorted(got) == sorted([(t + 1, f"t{t}") for t in range(5)] + [(t, f"o{t}") for t in range(5)])
