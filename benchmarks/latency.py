@@ -32,7 +32,9 @@ by every operator.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from sortedcontainers import SortedDict
@@ -276,20 +278,29 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--bits", type=int, nargs="+", default=[24, 20, 16, 12, 8, 4, 0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    parser.add_argument("--same-process", action="store_true",
+                        help="run every measurement in this process (by default each word-count run has a fresh "
+                             "process, so that no run pays for the garbage an earlier one left: a collapsed run "
+                             "leaves a large heap whose collections then stall the next)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rate, args.seconds, args.bits, args.lengths = [20_000], 0.3, [20, 0], [8, 32]
     words, chains = [], []
     print("section 7.2: rolling unique-word count, open loop; latency in microseconds")
     print(f"{'rate/s':>8} {'quantum':>9} {'idiom':>12} {'p50':>10} {'p99.9':>10} {'max':>10}")
+    fresh = None if args.same_process or args.quick else ProcessPoolExecutor(
+        max_workers=1, max_tasks_per_child=1, mp_context=multiprocessing.get_context("spawn"))
     for rate in args.rate:
         for bits in args.bits:
             for idiom in IDIOMS:
-                r = word_latency(idiom, rate, args.seconds, bits)
+                r = (word_latency(idiom, rate, args.seconds, bits) if fresh is None
+                     else fresh.submit(word_latency, idiom, rate, args.seconds, bits).result())
                 words.append(r)
                 flag = "  collapsed" if r["collapsed"] else ""
                 print(f"{rate:8,} {'2^' + str(bits) + ' ns':>9} {idiom:>12} {r['p50_us']:10.0f} {r['p999_us']:10.0f} "
                       f"{r['max_us']:10.0f}{flag}")
+    if fresh is not None:
+        fresh.shutdown()
     print("section 7.3: time advancing through idle no-op operators; latency in microseconds")
     print(f"{'length':>8} {'idiom':>12} {'p50':>10} {'p99':>10}")
     for length in args.lengths:
