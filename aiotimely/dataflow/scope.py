@@ -313,12 +313,7 @@ class Scope(Generic[S]):
             return False
         sub = self.progress
         assert sub is not None
-        sub.extract(child)
-        ran = self.stages_ran
-        if ran:
-            for stage in dict.fromkeys(ran):
-                sub.extract(stage)
-            ran.clear()
+        self._collect(sub, child)
         self._receive(sub)
         if not self._publish(sub) and not sub.has_pending():
             return False
@@ -327,6 +322,15 @@ class Scope(Generic[S]):
             if other != child:  # (the child takes its frontier changes now; it is not run again for them)
                 pending.add(other)
         return True
+
+    def _collect(self, sub: Subgraph, child: int) -> None:
+        """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
+        sub.extract(child)
+        ran = self.stages_ran
+        if ran:
+            for stage in dict.fromkeys(ran):
+                sub.extract(stage)
+            ran.clear()
 
     def _publish(self, sub: Subgraph) -> bool:
         """Send what this worker's children did since the last batch, as one batch, to every other worker, and
@@ -380,12 +384,7 @@ class Scope(Generic[S]):
                 incomplete.discard(c)
             if log is not None:
                 log.log(ScheduleEvent(children[c].path, StartStop.STOP))
-            sub.extract(c)
-            ran = self.stages_ran
-            if ran:
-                for stage in dict.fromkeys(ran):
-                    sub.extract(stage)
-                ran.clear()
+            self._collect(sub, c)
             if pending:
                 for other in pending:
                     if other > c:

@@ -40,21 +40,28 @@ async def produce(bootstrap, topic, values, partitions=3):
         await producer.stop()
 
 
-async def consume_all(bootstrap, topic, partitions=3, quiet=1.0):
+async def consume_by_partition(bootstrap, topic, partitions=3, quiet=1.0):
+    """Every record's value of ``topic``, per partition, in offset order (until ``quiet`` s without one)."""
     consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     try:
         tps = [aiokafka.TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        got, last = [], time.monotonic()
+        got, last = {p: [] for p in range(partitions)}, time.monotonic()
         while time.monotonic() - last < quiet:
-            for messages in (await consumer.getmany(timeout_ms=100)).values():
-                got.extend(m.value for m in messages)
+            for tp, messages in (await consumer.getmany(timeout_ms=100)).items():
+                got[tp.partition].extend(m.value for m in messages)
                 last = time.monotonic()
         return got
     finally:
         await consumer.stop()
+
+
+async def consume_all(bootstrap, topic, partitions=3, quiet=1.0):
+    """Every record's value of ``topic``, partition after partition."""
+    by_partition = await consume_by_partition(bootstrap, topic, partitions, quiet)
+    return [value for values in by_partition.values() for value in values]
 
 
 async def committed(bootstrap, topic, group, partitions=3):
@@ -217,27 +224,11 @@ def test_a_sink_keeps_each_partitions_order_over_many_kafka_batches(broker, keye
         return probe
 
     at.execute(build)
-    got = asyncio.run(consume_by_partition(broker.bootstrap, "s"))
+    got = {p: [int(v[:8]) for v in values]
+           for p, values in asyncio.run(consume_by_partition(broker.bootstrap, "s")).items()}
     assert sorted(i for values in got.values() for i in values) == list(range(n))
     for partition, values in got.items():
         if keyed:                                       # a key's records go to one partition, in order
             assert {i % 7 for i in values} <= {k for k in range(7)
                                                if crc32(str(k).encode()) % 3 == partition}
         assert values == sorted(values)
-
-
-async def consume_by_partition(bootstrap, topic, partitions=3, quiet=1.0):
-    consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        tps = [aiokafka.TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        got, last = {p: [] for p in range(partitions)}, time.monotonic()
-        while time.monotonic() - last < quiet:
-            for tp, messages in (await consumer.getmany(timeout_ms=100)).items():
-                got[tp.partition].extend(int(m.value[:8]) for m in messages)
-                last = time.monotonic()
-        return got
-    finally:
-        await consumer.stop()
