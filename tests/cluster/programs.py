@@ -299,30 +299,35 @@ def keyed_events(seed: int, n: int = 60) -> list:
     return [(rng.randrange(10), f"k{rng.randrange(5)}", rng.randrange(20)) for _ in range(n)]
 
 
+def events_source(scope, events, worker, name="Events"):
+    """A source on worker 0 sending ``(key, value)`` at each event's time, in the events' order, moving its
+    capability to the earliest time still to come after each send (so that times complete while later
+    records are still on their way), and letting the dataflow run after each record."""
+
+    async def send(output, cap):
+        if worker.index != 0:
+            cap.drop()
+            return
+        for i, (t, key, value) in enumerate(events):
+            with cap.delayed(t) as at_time:
+                output.session(at_time).give((key, value))
+            rest = [t for t, _, _ in events[i + 1:]]
+            if rest and min(rest) > cap.time:
+                cap.downgrade(min(rest))
+            await asyncio.sleep(0)
+        cap.drop()
+
+    return at.source(scope, name, send)
+
+
 def keyed_operators(worker):
     """The keyed operators over ``keyed_events`` sent from worker 0 (times out of order, its capability moved to
     the earliest time still to come after each record); prints each output as ``repr((operator, time, record))``
     on the worker that made it."""
 
-    def events_source(scope, events, name):
-        async def send(output, cap):
-            if worker.index != 0:
-                cap.drop()
-                return
-            for i, (t, key, value) in enumerate(events):
-                with cap.delayed(t) as at_time:
-                    output.session(at_time).give((key, value))
-                rest = [e[0] for e in events[i + 1:]]
-                if rest and min(rest) > cap.time:
-                    cap.downgrade(min(rest))
-                await asyncio.sleep(0)
-            cap.drop()
-
-        return at.source(scope, name, send)
-
     def make(scope):
-        left = events_source(scope, keyed_events(1), "Lefts")
-        right = events_source(scope, keyed_events(2), "Rights")
+        left = events_source(scope, keyed_events(1), worker, "Lefts")
+        right = events_source(scope, keyed_events(2), worker, "Rights")
         streams = {
             "stateful_map": left.stateful_map(lambda total, v: ((total or 0) + v, (total or 0) + v)),
             "distinct": left.distinct(),

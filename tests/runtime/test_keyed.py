@@ -5,7 +5,6 @@ plain-Python model, on one worker and on three."""
 from __future__ import annotations
 
 import ast
-import asyncio
 from collections import defaultdict
 
 import pytest
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 import aiotimely as at
 
+from ..cluster.programs import events_source
 from ..recovery.common import crashing, numbers_source
 from ..recovery.common import run as run_recoverable
 
@@ -23,27 +23,6 @@ EXAMPLES = settings(max_examples=40, deadline=None)
 
 events_st = st.lists(st.tuples(st.integers(0, 6), st.sampled_from("abcd"), st.integers(0, 5)), max_size=30)
 """(time, key, value) events, in the order they are sent: times out of order."""
-
-
-def events_source(scope, events, worker, name="Events"):
-    """A source on worker 0 sending ``(key, value)`` at each event's time, in the events' order, moving its
-    capability to the earliest time still to come after each send (so that times complete while later
-    records are still on their way), and letting the dataflow run after each record."""
-
-    async def send(output, cap):
-        if worker.index != 0:
-            cap.drop()
-            return
-        for i, (time, key, value) in enumerate(events):
-            with cap.delayed(time) as at_time:
-                output.session(at_time).give((key, value))
-            rest = [t for t, _, _ in events[i + 1:]]
-            if rest and min(rest) > cap.time:
-                cap.downgrade(min(rest))
-            await asyncio.sleep(0)
-        cap.drop()
-
-    return at.source(scope, name, send)
 
 
 def run_all(build, workers):
