@@ -1,20 +1,21 @@
-"""Operator fusion: a chain of stateless pipelined operators runs as plain function calls.
+"""Operator fusion: a chain of stateless pipelined operators is one operator, run as plain function calls.
 
-A stateless batch operator (map, filter, flat_map, inspect, ...) whose input is fed,
-on the same worker, by an operator of the same scope, does not get its batches
-through a mailbox and an activation of its own: the producer's push calls it
-directly (a :class:`FusedStage`), and it pushes its result on at once. A chain of
-them runs as one loop over one batch, whatever its length.
+Stateless batch operators (map, filter, flat_map, inspect, ...) applied one after
+another on the same worker, with no exchange between them, are built as the stages of
+one :class:`FusedChain`: one operator, one location in the progress graph, one loop
+over each batch, whatever the chain's length. Every stage passes times unchanged, so
+the chain's one input and one output carry the progress of all of them exactly: what
+enters the chain is counted consumed at its input, what any stage sends on is counted
+produced at its output. A stream taken from the middle of the chain (a tee) is fed
+from that stage, and counted at the chain's output too.
 
-The progress graph does not change: every operator keeps its location. What a
-chain's first stage consumed and its last stage produced are counted at their ports,
-as if they had run, and the scope collects those counts right after it runs the
-producer (so the producer's "produced" and the first stage's "consumed" cancel
-before they reach the tracker). What passes between two stages of a chain is not
-counted: it would be produced and consumed at the same place in the same
-collection. The tracker lets frontier changes hop over fused operators (they are
-*transparent*, see :class:`~aiotimely.progress.reachability.Tracker`).
-``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
+A chain fed on the same worker by an operator of its scope does not get its batches
+through a mailbox and an activation of its own either: the producer's push calls it
+directly, and the scope collects the chain's progress right after it runs the producer
+(so the producer's "produced" and the chain's "consumed" cancel before they reach the
+tracker). Such a chain is *transparent* to the tracker: frontier changes hop over it
+(see :class:`~aiotimely.progress.reachability.Tracker`). Errors name the stage that
+raised them. ``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import CapabilityError, DataflowError
+from ..progress import ChangeBatch, Source
 from .channels import push_to_all
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from .ports import InputPort, OutputPort
     from .stream import Pusher, StreamCore
 
-__all__ = ["FusedStage", "fusion_enabled", "can_fuse"]
+__all__ = ["FusedChain", "Stage", "fusion_enabled", "can_fuse", "chain_end"]
 
 Transform = Callable[[Any, list[Any]], "list[Any] | None"]
 
@@ -41,55 +43,125 @@ def fusion_enabled() -> bool:
 
 
 def can_fuse(stream: StreamCore) -> bool:
-    """A stage can run inside the pushes of ``stream``'s producer: an operator (or nested scope) of the
+    """A chain can run inside the pushes of ``stream``'s producer: an operator (or nested scope) of the
     same scope, whose pushes all happen while the scope runs it."""
     return fusion_enabled() and stream.source.node != 0
 
 
-class FusedStage:
-    """The pusher that runs a fused operator: ``transform(time, batch)``, counted at its ports, then pushed on.
+def chain_end(stream: StreamCore) -> FusedChain | None:
+    """The chain whose last stage makes ``stream``, if there is one: a new stage can join it."""
+    stage = stream._tee
+    if type(stage) is Stage and fusion_enabled():
+        chain = stage.chain
+        if chain.stages[-1] is stage:
+            return chain
+    return None
 
-    Several stages in a row run as a loop, not as nested calls."""
 
-    __slots__ = ("op", "_input", "_transform", "_output", "_ran", "pushers")
+class Stage:
+    """One operator of a fused chain: its name, its function over batches, and the consumers of what it sends
+    (the stream it makes: a :class:`~aiotimely.dataflow.stream.Tee`), fed from an output of the chain's own."""
 
-    def __init__(
-        self, op: OperatorRuntime, input: InputPort, transform: Transform, output: OutputPort, ran: list[int]
-    ) -> None:
+    __slots__ = ("chain", "name", "transform", "pushers", "produced")
+
+    def __init__(self, chain: FusedChain, name: str, transform: Transform) -> None:
+        self.chain = chain
+        self.name = name
+        self.transform = transform
+        self.pushers: list[Pusher] = []
+        self.produced: ChangeBatch[Any] | None = None
+        """Where what the stage sends is counted: its output's, once it has consumers."""
+
+    def claim_source(self) -> Source:
+        """The chain's output this stage's stream comes from, taken when the stream is first consumed."""
+        return self.chain.claim_output(self)
+
+
+class FusedChain:
+    """The logic of a chain operator: ``transform(time, batch)`` of each stage in turn, each stage's result
+    sent to that stage's consumers, counted at the chain's one input and at that stage's output.
+
+    The chain has one output for each stage that has consumers (every consumer of an output must get the
+    same batches: counts are per edge); the first such stage takes output 0. It is also the pusher that feeds
+    the chain from its producer when the chain is fused into it, and what back-pressure looks through
+    (:attr:`pushers`) for the mailboxes the chain feeds."""
+
+    __slots__ = ("op", "stages", "_input", "_ran", "_claimed")
+
+    def __init__(self, op: OperatorRuntime, input: InputPort, ran: list[int]) -> None:
         self.op = op
+        self.stages: list[Stage] = []
         self._input = input
-        self._transform = transform
-        self._output = output
         self._ran = ran
-        """Where the stage notes that it ran: the scope collects the progress of those stages only."""
-        self.pushers: list[Pusher] = output.pushers
-        """Where the stage's output goes (what back-pressure looks through)."""
+        """Where a fused chain notes that it ran: the scope collects the progress of the chains that ran."""
+        self._claimed: dict[Stage, OutputPort] = {}
+
+    def add(self, name: str, transform: Transform) -> Stage:
+        """A new last stage; its pushers are its stream's consumers."""
+        stage = Stage(self, name, transform)
+        self.stages.append(stage)
+        return stage
+
+    def claim_output(self, stage: Stage) -> Source:
+        port = self._claimed.get(stage)
+        if port is None:
+            op = self.op
+            if self._claimed:
+                port = op.add_output()
+                assert op.progress is not None
+                op.progress.transparent = False  # (only a one-input, one-output operator can be)
+            else:
+                port = op.outputs[0]
+            self._claimed[stage] = port
+            stage.produced = port.produced
+        return Source(self.op.index, port.index)
+
+    @property
+    def pushers(self) -> list[Pusher]:
+        """Every consumer of every stage."""
+        return [p for stage in self.stages for p in stage.pushers]
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
-        stage: FusedStage = self
-        # Counted: what the first stage consumes and what the last one produces. What passes from one stage
-        # to the next is not: it would be produced and consumed at the same place in the same collection.
-        stage._input._consumed.update(time, len(batch))
-        stage._ran.append(stage.op.index)
-        while True:
-            op = stage.op
-            stage._input.taken += 1
-            op.current_time = time
+        """A batch from the producer the chain is fused into."""
+        self._input._consumed.update(time, len(batch))
+        self._input.taken += 1
+        self._ran.append(self.op.index)
+        self.run(time, batch)
+
+    def run_mailbox(self) -> None:
+        """An activation of a chain fed through a mailbox: every batch waiting there."""
+        run = self.run
+        for time, batch in self._input.batches():
+            run(time, batch)
+
+    def run(self, time: Any, batch: list[Any]) -> None:
+        """Run ``batch`` at ``time`` through every stage."""
+        self.op.current_time = time
+        stages = self.stages
+        last = stages[-1]
+        for stage in stages:
             try:
-                out = stage._transform(time, batch)
+                batch = stage.transform(time, batch)  # type: ignore[assignment]
             except Exception as exc:
-                if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
-                    raise  # already located (by the operator that raised it)
-                raise op._failure(exc) from exc
-            if not out:
+                error = self._failure(stage, exc)
+                if error is exc:
+                    raise
+                raise error from exc
+            if not batch:
                 return
-            port = stage._output
-            pushers = port.pushers
-            if len(pushers) == 1 and type(pushers[0]) is FusedStage:
-                stage, batch = pushers[0], out
-                continue
-            port.produced.update(time, len(out))
-            if stage is not self:
-                stage._ran.append(op.index)
-            push_to_all(pushers, time, out)
-            return
+            pushers = stage.pushers
+            if pushers:
+                stage.produced.update(time, len(batch))  # type: ignore[union-attr]
+                if stage is last:
+                    push_to_all(pushers, time, batch)
+                else:  # the next stage goes on with this batch: consumers get their own copies
+                    for push in pushers:
+                        push(time, list(batch))
+
+    def _failure(self, stage: Stage, exc: Exception) -> BaseException:
+        if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
+            return exc  # already located (by the operator that raised it)
+        if len(self.stages) == 1:
+            return self.op._failure(exc)
+        return self.op._failure(exc, stage=stage.name,
+                                label=f"#{self.op.index}, stage {self.stages.index(stage) + 1} of a fused chain")

@@ -28,6 +28,7 @@ from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
 if TYPE_CHECKING:
     from ..comm.fabric import Endpoint
+    from .fusion import FusedChain
     from ..worker import WorkerHandle
     from .scope import Scope
     from .state import Participant
@@ -52,7 +53,7 @@ class OperatorRuntime:
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
-        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "__weakref__",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "chain", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -85,6 +86,8 @@ class OperatorRuntime:
         self._dirty_ports: list[OutputPort] = []
         self.channels: list[tuple[int, int]] = []
         """The channel feeding each input (for the log's received messages)."""
+        self.chain: FusedChain | None = None
+        """The stages this operator runs, if it is a chain of stateless operators (:mod:`.fusion`)."""
         log = self.worker.logging
         if log is not None:
             log.log(OperatesEvent(self.path, name))
@@ -104,6 +107,19 @@ class OperatorRuntime:
         for o in range(len(self.outputs)):
             self._held[(o, self.ttype.minimum)] = 1
         self.scope.add_progress(self.index, progress)
+
+    def add_output(self) -> OutputPort:
+        """One more output, reached unchanged from every input, once the operator is built but before its scope
+        is (a stream taken from the middle of a fused chain). Like every output of a function operator, it
+        holds no capability."""
+        self.scope._check_building()
+        assert self.progress is not None
+        out = OutputPort(self, len(self.outputs))
+        self.outputs.append(out)
+        out.produced, _ = self.progress.add_output()
+        self._held[(out.index, self.ttype.minimum)] = 1  # the capability every output starts with ...
+        self.adjust_held(out.index, self.ttype.minimum, -1)  # ... dropped, as build_function drops it
+        return out
 
     def set_logic(self, logic: Logic) -> None:
         """Run ``logic`` at each activation: call it (a function) or resume it (a coroutine)."""
@@ -448,25 +464,28 @@ class OperatorRuntime:
 
     # -- errors ------------------------------------------------------------------------
 
-    def describe(self) -> str:
-        """Where this operator is, in words: its name and index, its scopes and dataflow by name, its worker."""
-        return f"operator {self.name!r} (#{self.index}) in {self.scope.describe()} on worker {self.worker.index}"
+    def describe(self, stage: str | None = None, label: str | None = None) -> str:
+        """Where this operator is, in words: its name and index, its scopes and dataflow by name, its worker
+        (or where a ``stage`` of it is, under ``label``: one operator of a fused chain)."""
+        return (f"operator {stage or self.name!r} ({label or '#' + str(self.index)}) in {self.scope.describe()} "
+                f"on worker {self.worker.index}")
 
     def located(self, message: str, kind: type[DataflowError] | type[CapabilityError] = DataflowError,
-                time: Any = None) -> DataflowError | CapabilityError:
-        """An error about this operator: ``message``, with where it happened as attributes."""
-        return kind(message, dataflow=self.scope.dataflow.name, operator=self.name, path=self.path,
+                time: Any = None, stage: str | None = None) -> DataflowError | CapabilityError:
+        """An error about this operator (or its ``stage``): ``message``, with where it happened as attributes."""
+        return kind(message, dataflow=self.scope.dataflow.name, operator=stage or self.name, path=self.path,
                     worker=self.worker.index, time=time)
 
-    def _failure(self, exc: BaseException) -> DataflowError | CapabilityError:
-        where = self.describe()
+    def _failure(self, exc: BaseException, stage: str | None = None,
+                 label: str | None = None) -> DataflowError | CapabilityError:
+        where = self.describe(stage, label)
         time = self.current_time
         at = f" at time {time!r}" if time is not None else ""
         message = str(exc)
         if isinstance(exc, AiotimelyError) and message.startswith(where):
             message = message[len(where):].lstrip(": ")
         kind = CapabilityError if isinstance(exc, CapabilityError) else DataflowError
-        return self.located(f"{where} failed{at}: {type(exc).__name__}: {message}", kind, time)
+        return self.located(f"{where} failed{at}: {type(exc).__name__}: {message}", kind, time, stage)
 
     def __repr__(self) -> str:
         return f"OperatorRuntime({self.name!r}, path={self.path})"

@@ -158,8 +158,9 @@ class Scope(Generic[S]):
         """A new output of this scope, for a stream leaving it; its port."""
         return self._check_building().add_output()
 
-    def new_stream(self, source: Source, tee: Tee) -> S:
-        """A stream of this scope from ``source``, of the dataflow's stream class."""
+    def new_stream(self, source: Source | Callable[[], Source], tee: Tee) -> S:
+        """A stream of this scope from ``source`` (or the output ``source()`` picks when the stream is first
+        consumed), of the dataflow's stream class."""
         return self.dataflow.stream_type(self, source, tee)
 
     def connectivity(self, child: int, input: int) -> dict[int, Antichain[Any]]:

@@ -29,21 +29,40 @@ class Tee(Protocol):
 
 
 class StreamCore:
-    """A stream of timestamped records in a scope: an output (``source``) and the pushers fed from it."""
+    """A stream of timestamped records in a scope: an output (``source``) and the pushers fed from it.
 
-    __slots__ = ("scope", "source", "_tee")
+    ``source`` may be given as a function that picks the output when the stream is first consumed (a stage of
+    a fused chain: only stages that have consumers get an output of the chain's)."""
 
-    def __init__(self, scope: Scope[Any], source: Source, tee: Tee) -> None:
+    __slots__ = ("scope", "_source", "_claim", "_tee")
+
+    def __init__(self, scope: Scope[Any], source: Source | Callable[[], Source], tee: Tee) -> None:
         self.scope = scope
-        self.source = source
         self._tee = tee
+        if isinstance(source, Source):
+            self._source: Source | None = source
+            self._claim: Callable[[], Source] | None = None
+        else:
+            self._source = None
+            self._claim = source
+
+    @property
+    def source(self) -> Source:
+        """The output the records come from."""
+        source = self._source
+        if source is None:
+            assert self._claim is not None
+            source = self._source = self._claim()
+        return source
 
     def attach(self, pusher: Pusher) -> None:
         """Feed ``pusher`` every batch of this stream (the channel to a consumer)."""
+        if self._source is None:
+            self.source  # noqa: B018 (a consumer: the stream takes its output now)
         self._tee.pushers.append(pusher)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.source!r} in scope {self.scope.name!r})"
+        return f"{type(self).__name__}({self._source or 'a fused stage'!r} in scope {self.scope.name!r})"
 
 
 if TYPE_CHECKING:

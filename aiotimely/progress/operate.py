@@ -132,5 +132,16 @@ class OperatorProgress:
         self.interest = [FrontierInterest(i) for i in interest]
         self.shared = SharedProgress(inputs, outputs)
 
+    def add_output(self) -> tuple[ChangeBatch[Any], ChangeBatch[Any]]:
+        """One more output, reached from every input unchanged (``connectivity=None`` only), before the scope is
+        built; its ``(produced, internal)`` change batches."""
+        if self.connectivity is not None:
+            raise ValueError(f"operator {self.name!r}: an output can be added only with the default connectivity")
+        self.outputs += 1
+        shared = self.shared
+        shared.produceds.append(ChangeBatch())
+        shared.internals.append(ChangeBatch())
+        return shared.produceds[-1], shared.internals[-1]
+
     def __repr__(self) -> str:
         return f"OperatorProgress({self.name!r}, inputs={self.inputs}, outputs={self.outputs})"

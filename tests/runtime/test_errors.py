@@ -33,7 +33,7 @@ def test_an_operator_exception_stops_every_worker_and_names_the_place(run):
     assert isinstance(info.value.__cause__, ZeroDivisionError)
     error = info.value                             # the same place, as attributes
     assert (error.dataflow, error.operator, error.worker, error.time) == ("divide", "Map", 1, 7)
-    assert error.path == (0, 3)                   # input #1, exchange #2, map #3 in dataflow 0
+    assert error.path == (0, 2)                   # input #1, then exchange and map fused as #2 in dataflow 0
     copy = pickle.loads(pickle.dumps(error))      # errors cross process and thread boundaries intact
     assert (str(copy), copy.operator, copy.time) == (message, "Map", 7)
 

@@ -70,24 +70,31 @@ def test_a_fused_pipeline_gives_what_an_unfused_one_gives(stages, rounds, worker
         assert run(stages, rounds, workers, True, monkeypatch) == run(stages, rounds, workers, False, monkeypatch)
 
 
-@pytest.mark.parametrize("bug", ["progress-not-collected", "consumed-not-counted"])
+@pytest.mark.parametrize("bug", ["progress-not-collected", "consumed-not-counted", "tees-share-one-output"])
 def test_planted_bugs_in_fusion_are_caught(monkeypatch, bug):
     """The property test's comparison (with its stall timeout) must fail on each of these."""
     from aiotimely.dataflow import fusion
 
     monkeypatch.setattr(__import__(__name__, fromlist=["TIMEOUT"]), "TIMEOUT", 1.0)
-    real_init = fusion.FusedStage.__init__
+    real_init = fusion.FusedChain.__init__
 
-    def planted(self, op, input, transform, output, ran):
+    def planted(self, op, input, ran):
         if bug == "progress-not-collected":
-            ran = []                        # the scope never learns the stage ran
+            ran = []                        # the scope never learns the chain ran
         else:
             input._consumed = at.progress.ChangeBatch()   # what it consumed goes nowhere
-        real_init(self, op, input, transform, output, ran)
+        real_init(self, op, input, ran)
 
-    monkeypatch.setattr(fusion.FusedStage, "__init__", planted)
+    def one_output(self, stage):                # every stage's consumers on output 0: counted once per edge,
+        stage.produced = self.op.outputs[0].produced   # so each consumer is owed what another one got
+        return at.progress.Source(self.op.index, 0)
+
+    if bug == "tees-share-one-output":
+        monkeypatch.setattr(fusion.FusedChain, "claim_output", one_output)
+    else:
+        monkeypatch.setattr(fusion.FusedChain, "__init__", planted)
     with pytest.raises(asyncio.TimeoutError):   # the probe never passes the first round: a stall, not a hang
-        run(["map", "filter"], [[1, 2, 3], [4]], 1, True, monkeypatch)
+        run(["map", "tee", "filter"], [[1, 2, 3], [4]], 1, True, monkeypatch)
 
 
 def test_fused_operators_are_not_scheduled_per_batch(monkeypatch):
@@ -126,7 +133,8 @@ def test_an_error_in_a_fused_stage_names_that_operator(monkeypatch):
         worker.dataflow(lambda scope: at.to_stream(range(5), scope).map(lambda x: x + 1)
                         .filter(lambda x: 1 / (x - 3) > 0, ).map(str).inspect(print), name="errors")
 
-    with pytest.raises(at.DataflowError, match=r"operator 'Filter' \(#3\) in dataflow 'errors' on worker 0 failed "
+    with pytest.raises(at.DataflowError, match=r"operator 'Filter' \(#2, stage 2 of a fused chain\) in dataflow 'errors' on "
+                                               r"worker 0 failed "
                                                r"at time 0: ZeroDivisionError"):
         at.execute(build, loop="asyncio")
 

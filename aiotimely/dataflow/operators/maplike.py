@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterable
 
 from ...errors import CapabilityError
 from ..builder import OperatorBuilder
-from ..fusion import FusedStage, can_fuse
+from ..fusion import FusedChain, can_fuse, chain_end
 from ..stream import S
 
 __all__ = ["batch_operator", "map", "map_in_place", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time",
@@ -14,6 +14,10 @@ __all__ = ["batch_operator", "map", "map_in_place", "flat_map", "filter", "inspe
 
 _map = map
 _filter = filter
+
+
+def _nothing() -> None:
+    pass
 
 
 def batch_operator(
@@ -25,24 +29,32 @@ def batch_operator(
     broadcast: bool = False,
 ) -> S:
     """One input, one output, same times: ``transform(time, batch)`` returns the batch to send on
-    (``None`` or empty to send nothing)."""
-    builder = OperatorBuilder(stream.scope, name)
-    fuse = exchange is None and not broadcast and can_fuse(stream)
+    (``None`` or empty to send nothing).
+
+    Without an exchange, it becomes the next stage of the fused chain that makes ``stream``, if one does, or
+    the first of a new chain (see :mod:`..fusion`)."""
+    local = exchange is None and not broadcast
+    scope = stream.scope
+    if local:
+        chain = chain_end(stream)
+        if chain is not None:
+            scope._check_building()
+            stage = chain.add(name, transform)
+            return scope.new_stream(stage.claim_source, stage)  # type: ignore[no-any-return]
+    builder = OperatorBuilder(scope, name)
+    fuse = local and can_fuse(stream)
     inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
-    out, result = builder.new_output()
-
-    def run() -> None:
-        for time, batch in inp.batches():
-            sent = transform(time, batch)
-            if sent:
-                out.push(time, sent)
-
-    op = builder.build_function(run)
-    if fuse:  # the producer's pushes run this operator (see ..fusion)
-        stream.attach(FusedStage(op, inp, transform, out, stream.scope.stages_ran))
+    out, _ = builder.new_output()
+    op = builder.build_function(_nothing)
+    chain = op.chain = FusedChain(op, inp, scope.stages_ran)
+    op.set_logic(chain.run_mailbox)
+    out.pushers.append(chain)  # (never pushed to: back-pressure looks through it for the chain's consumers)
+    first = chain.add(name, transform)
+    if fuse:  # the producer's pushes run the chain
+        stream.attach(chain)
         assert op.progress is not None
         op.progress.transparent = True  # it never watches its frontier: progress may hop over it
-    return result  # type: ignore[no-any-return]
+    return scope.new_stream(first.claim_source, first)  # type: ignore[no-any-return]
 
 
 def map(stream: S, fn: Callable[[Any], Any]) -> S:
