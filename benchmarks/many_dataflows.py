@@ -9,8 +9,9 @@ one, and steps until every probe has caught up.
 With ARRANGE's frontier interest ``ALWAYS``, every step wakes every region and
 propagates through its K filters; with ``IF_CAPABILITY`` a region holding no
 capability is not visited, so a step should cost the same for K = 1,000 as for
-K = 10. Reported: build time and memory per operator, mean and p99 step time,
-and the ALWAYS / IF_CAPABILITY ratio.
+K = 10. Reported: build time and memory per operator, mean, median and p99 step
+time, the median CPU time of this process per step (what other jobs on a shared
+machine change least), and the ALWAYS / IF_CAPABILITY ratio.
 
     python -m benchmarks.many_dataflows [--quick] [--dataflows 1000] [--filters 1000] [--steps 20]
 """
@@ -80,14 +81,15 @@ async def measure(dataflows: int, filters: int, steps: int, interest: at.Frontie
             gc.collect()
             gc.freeze()
         operators = dataflows * (filters + 3)
-        times = []
+        times, cpu = [], []
         for t in range(1, steps + 1):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             inputs[t % dataflows].send(t)
             for inp in inputs:
                 inp.advance_to(t)
             await worker.step_while(lambda t=t: any(p.less_than(t) for p in probes))
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
         times.sort()
         for inp in inputs:
             inp.close()
@@ -97,6 +99,8 @@ async def measure(dataflows: int, filters: int, steps: int, interest: at.Frontie
         "build_s": built, "build_us_per_operator": 1e6 * built / operators,
         "memory_mib": memory, "bytes_per_operator": memory * 2**20 / operators,
         "step_mean_ms": 1e3 * statistics.mean(times),
+        "step_median_ms": 1e3 * statistics.median(times),
+        "step_cpu_ms": 1e3 * statistics.median(cpu),
         "step_p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))],
         "steps": steps,
     }
@@ -112,20 +116,21 @@ def main(argv: list[str] | None = None) -> dict:
     runs = []
     print(f"many-dataflows: D={d}, K in {ks}, {steps} steps; one worker")
     print(f"{'K':>6} {'interest':>13} {'operators':>10} {'build s':>8} {'us/op':>7} {'MiB':>7} {'B/op':>7} "
-          f"{'step ms':>9} {'p99 ms':>9}")
+          f"{'step ms':>9} {'median':>9} {'cpu ms':>9} {'p99 ms':>9}")
     for k in ks:
         for interest in (IF_CAPABILITY, ALWAYS):
             r = asyncio.run(measure(d, k, steps, interest))
             runs.append(r)
             print(f"{k:6} {interest.name:>13} {r['operators']:10,} {r['build_s']:8.2f} "
                   f"{r['build_us_per_operator']:7.1f} {r['memory_mib']:7.0f} {r['bytes_per_operator']:7.0f} "
-                  f"{r['step_mean_ms']:9.2f} {r['step_p99_ms']:9.2f}")
+                  f"{r['step_mean_ms']:9.2f} {r['step_median_ms']:9.2f} {r['step_cpu_ms']:9.2f} {r['step_p99_ms']:9.2f}")
     summary = {}
     for k in ks:
         pair = {r["interest"]: r for r in runs if r["filters"] == k}
         summary[f"K={k} ALWAYS/IF_CAPABILITY"] = pair["ALWAYS"]["step_mean_ms"] / pair["IF_CAPABILITY"]["step_mean_ms"]
-    ifcap = {r["filters"]: r["step_mean_ms"] for r in runs if r["interest"] == "IF_CAPABILITY"}
-    summary["IF_CAPABILITY step K=max / K=min"] = ifcap[max(ks)] / ifcap[min(ks)]
+    for column, what in (("step_mean_ms", "step"), ("step_median_ms", "median step"), ("step_cpu_ms", "cpu step")):
+        ifcap = {r["filters"]: r[column] for r in runs if r["interest"] == "IF_CAPABILITY"}
+        summary[f"IF_CAPABILITY {what} K=max / K=min"] = ifcap[max(ks)] / ifcap[min(ks)]
     for name, value in summary.items():
         print(f"{name}: {value:.2f}x")
     results = {"runs": runs, "summary": summary}
