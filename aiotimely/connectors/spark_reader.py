@@ -487,8 +487,8 @@ class _Client:
                     self._sock.sendall(reply)
         except (HandshakeError, ClusterError, OSError) as e:
             self.close()
-            raise ClusterError(f"the aiotimely publisher at {address} refused this reader ({e}): are the secrets "
-                               "the same on both sides?") from None
+            raise ClusterError(f"the aiotimely publisher at {address} refused this reader: the handshake failed "
+                               f"({e}); is the secret the same on both sides?") from None
         self._decoder.limit(MAX_FRAME)
 
     def _next_frame(self) -> Frame:

@@ -10,10 +10,11 @@ bounded: a hang fails the test.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +23,13 @@ pytest.importorskip("pyspark")
 from pyspark.sql.types import LongType, StringType, StructField, StructType  # noqa: E402
 
 import aiotimely as at  # noqa: E402
-from aiotimely.connectors.spark_reader import publish_to_spark, stream_reader  # noqa: E402
+from aiotimely.connectors.spark import local_session  # noqa: E402
+from aiotimely.connectors.spark_reader import publish_to_spark, register, stream_reader  # noqa: E402
 
 SECRET = "reader-secret"
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", LongType()),
                      StructField("t", LongType())])
-ROOT = Path(__file__).resolve().parents[2]
+QUERY_TIMEOUT = 180
 
 
 def reader(address: str, secret: str = SECRET, **options: str) -> Any:
@@ -172,7 +174,7 @@ def test_a_reader_with_another_secret_is_refused(caplog):
             inp = at.InputHandle()
             worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready, end_timeout=5))
             address = await asyncio.wait_for(ready, 10)
-            with pytest.raises(at.ClusterError, match="refused this reader.*secrets"):
+            with pytest.raises(at.ClusterError, match="refused this reader.*same on both sides"):
                 await asyncio.to_thread(reader(address, secret="not-the-secret").initialOffset)
             good = reader(address)                                   # the publisher goes on, for the right one
             start = await asyncio.to_thread(good.initialOffset)
@@ -209,3 +211,216 @@ def test_the_end_waits_for_spark_then_fails_clearly_instead_of_hanging():
     message = str(caught.value.__cause__)
     assert "Spark has not read and committed all of it" in message
     assert "3 records at times 0..3" in message and "'final': True" in message, message
+
+
+# -- real Spark --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    session = local_session("local[2]", workdir=str(tmp_path_factory.mktemp("spark")), app="aiotimely-reader-tests")
+    register(session, secret=SECRET)
+    yield session
+    session.stop()
+
+
+class Running:
+    """``at.execute(build, workers=...)`` in a thread of its own, as next to Spark; ``join`` bounds the wait."""
+
+    def __init__(self, build, workers: int = 1) -> None:
+        self.result: list[Any] | None = None
+        self.failure: BaseException | None = None
+
+        def main() -> None:
+            try:
+                self.result = at.execute(build, workers=workers, loop="asyncio")
+            except BaseException as e:  # noqa: BLE001 - reported by the test
+                self.failure = e
+
+        self.thread = threading.Thread(target=main, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float) -> list[Any]:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"the dataflow did not complete within {timeout} s"
+        if self.failure is not None:
+            raise self.failure
+        assert self.result is not None
+        return self.result
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def read_stream(spark, address: str, schema: str, **options: str):
+    source = spark.readStream.format("aiotimely_reader").option("address", address).schema(schema)
+    for key, value in options.items():
+        source = source.option(key, value)
+    return source.load()
+
+
+def stop(query) -> None:
+    try:
+        query.stop()
+    except Exception:  # noqa: BLE001 - stopping is best effort
+        pass
+
+
+@pytest.mark.slow
+def test_spark_reads_every_row_once_and_never_part_of_a_time(spark, tmp_path):
+    """Two workers publish; one holds time 4 open for seconds while Spark polls every 0.2 s. Spark's
+    micro-batches hold whole times only: every time's records in one batch, and no batch processed before
+    time 4 was complete holds any of it. Then the input ends, Spark reads the final offset, the dataflow
+    completes (the query goes on, with nothing more to read)."""
+    hold, per_worker, times, held_time = 4.0, 5, 8, 4
+    ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+    stats: dict[str, Any] = {}
+    spark_reading = threading.Event()
+    released: list[float] = []
+
+    async def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready, statistics=stats,
+                                                   end_timeout=QUERY_TIMEOUT))
+        for t in range(times):
+            if t == 2:                                  # Spark has read a batch: it is polling
+                assert await asyncio.to_thread(spark_reading.wait, QUERY_TIMEOUT)
+            inp.send_batch([(worker.index, t * 100 + i) for i in range(per_worker)])
+            if t == held_time and worker.index == 1:
+                await asyncio.sleep(hold)               # time 4 stays open; part of it is published
+                inp.send_batch([(1, t * 100 + 50 + i) for i in range(per_worker)])
+                released.append(time.monotonic())
+            inp.advance_to(t + 1)
+            await asyncio.sleep(0.3)
+        # the build returns: the inputs close, and the publisher reports its final offset
+
+    batches: list[tuple[int, float, list[tuple]]] = []
+
+    def collect(df, batch_id):
+        batches.append((batch_id, time.monotonic(), [tuple(r) for r in df.collect()]))
+        spark_reading.set()
+
+    run = Running(build, workers=2)
+    address = ready.result(30)
+    query = (read_stream(spark, address, "worker INT, seq INT, t LONG", timeColumn="t", numPartitions="2")
+             .writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        run.join(QUERY_TIMEOUT)                          # completes once Spark has read the final offset
+        assert stats["final_committed"] and stats["held"] == 0
+        assert query.isActive and query.exception() is None
+    finally:
+        stop(query)
+    rows = [row for _, _, rs in batches for row in rs]
+    expected = [(w, t * 100 + i, t) for t in range(times) for w in (0, 1) for i in range(per_worker)]
+    expected += [(1, held_time * 100 + 50 + i, held_time) for i in range(per_worker)]
+    assert Counter(rows) == Counter(expected) and len(rows) == len(expected)    # every row exactly once
+    batch_of: dict[int, set[int]] = {}
+    for batch_id, _, rs in batches:
+        for _, _, t in rs:
+            batch_of.setdefault(t, set()).add(batch_id)
+    assert all(len(ids) == 1 for ids in batch_of.values()), batch_of            # a time is never split
+    (release,) = released
+    before = [rs for _, at_, rs in batches if at_ < release]
+    assert len(before) >= 2                                                      # Spark read while 4 was open
+    assert all(t < held_time for rs in before for _, _, t in rs)                 # and never any of time 4
+    print(f"{len(batches)} micro-batches; times per batch:", [sorted({r[2] for r in rs}) for _, _, rs in batches])
+
+
+@pytest.mark.slow
+def test_windows_to_parquet_with_available_now_and_the_dataflow_completes(spark, tmp_path):
+    """A windowed count published; a query with trigger(availableNow=True) into Parquet, run twice from one
+    checkpoint: mid-stream it reads the windows complete when it starts, and ends; after the input is done it
+    reads the rest and the final offset, and ends; then the dataflow completes. Each window exactly once."""
+    pages = ["home", "cart", "shop"]
+    events = [(pages[i % 3], i * 7 % 100) for i in range(300)]    # (page, ms): ten windows of 10 ms
+    counts = Counter((page, ms // 10 * 10) for page, ms in events)
+    expected = sorted((page, start, start + 9, n) for (page, start), n in counts.items())
+    ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+    stats: dict[str, Any] = {}
+    second_half = threading.Event()
+
+    async def build(worker):
+        inp = at.InputHandle()
+
+        def flow(s):
+            counts = inp.to_stream(s).window(at.Tumbling(10), at.Agg.count(), key=lambda e: e[0])
+            rows = counts.map(lambda c: {"page": c[0], "first_ms": c[1][0], "last_ms": c[1][1] - 1, "n": c[2]})
+            return publish_to_spark(rows, secret=SECRET, ready=ready, statistics=stats, end_timeout=QUERY_TIMEOUT)
+
+        worker.dataflow(flow)
+        for ms in range(100):
+            if ms == 50:
+                assert await asyncio.to_thread(second_half.wait, QUERY_TIMEOUT)
+            inp.send_batch([e for e in events if e[1] == ms])
+            inp.advance_to(ms + 1)
+
+    def query():
+        return (read_stream(spark, address, "page STRING, first_ms LONG, last_ms LONG, n LONG").writeStream
+                .format("parquet").option("path", str(tmp_path / "out"))
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+
+    run = Running(build)
+    address = ready.result(30)
+    wait_for(lambda: stats["complete"] >= 41, 30, "the first windows complete")
+    first = query()
+    try:
+        assert first.awaitTermination(QUERY_TIMEOUT), "the first availableNow query did not end"
+        assert first.exception() is None
+    finally:
+        stop(first)
+    early = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert early and not stats["final"]
+    firsts = sorted({r[1] for r in early})
+    assert firsts == list(range(0, firsts[-1] + 1, 10))            # a prefix of the windows ...
+    assert early == [row for row in expected if row[1] <= firsts[-1]]   # ... each whole, once
+
+    second_half.set()
+    wait_for(lambda: stats["final"], 30, "the input to end")
+    assert run.thread.is_alive()                                    # the dataflow waits for Spark to read it all
+    second = query()
+    try:
+        assert second.awaitTermination(QUERY_TIMEOUT), "the second availableNow query did not end"
+        assert second.exception() is None
+    finally:
+        stop(second)
+    run.join(30)                                                    # Spark committed everything: it completes
+    assert sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect()) == expected
+    assert stats["held"] == 0 and stats["final_committed"]
+
+
+@pytest.mark.slow
+def test_a_spark_query_with_another_secret_fails_and_the_publisher_goes_on(spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+    stats: dict[str, Any] = {}
+
+    def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready, statistics=stats,
+                                                   end_timeout=QUERY_TIMEOUT))
+        inp.send_batch([("a", 1), ("b", 2)])
+
+    run = Running(build)
+    address = ready.result(30)
+    schema = "key STRING, value LONG"
+    bad = (read_stream(spark, address, schema, secret="not-the-secret", connectTimeout="2").writeStream
+           .format("memory").queryName("refused").trigger(availableNow=True).start())
+    try:
+        with pytest.raises(StreamingQueryException, match="refused this reader"):
+            bad.awaitTermination(QUERY_TIMEOUT)
+    finally:
+        stop(bad)
+    good = (read_stream(spark, address, schema).writeStream.format("memory").queryName("read")
+            .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    try:
+        assert good.awaitTermination(QUERY_TIMEOUT)
+    finally:
+        stop(good)
+    run.join(30)
+    assert sorted(tuple(r) for r in spark.sql("SELECT * FROM read").collect()) == [("a", 1), ("b", 2)]
