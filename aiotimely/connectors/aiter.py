@@ -46,7 +46,9 @@ class TimePolicy:
         raise NotImplementedError
 
     def current(self) -> int:
-        """The earliest time still to come: the source's capability moves here after each batch."""
+        """The earliest time still to come: the source's capability moves here after each batch, and
+        whenever the iterator wakes and waits again without yielding a record — so a policy the iterator
+        moves itself (on a time mark it reads, say) moves the frontier at once, with no record after it."""
         raise NotImplementedError
 
     def deadline(self) -> float | None:
@@ -169,13 +171,14 @@ class EventTime(TimePolicy):
 
 
 class _Resume:
-    """Continue an ``__anext__`` that was about to wait, from what it yielded."""
+    """Continue an ``__anext__`` that was about to wait, from what it yielded; ``woke()`` runs each time the
+    iterator, resumed, waits again without having yielded a record (it did something else: read a time mark)."""
 
-    def __init__(self, gen: Any, signal: Any) -> None:
-        self.gen, self.signal = gen, signal
+    def __init__(self, gen: Any, signal: Any, woke: Callable[[], None]) -> None:
+        self.gen, self.signal, self.woke = gen, signal, woke
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        gen, signal = self.gen, self.signal
+        gen, signal, woke = self.gen, self.signal, self.woke
         while True:
             try:
                 sent = yield signal
@@ -192,6 +195,7 @@ class _Resume:
                     signal = gen.send(sent)
                 except StopIteration as stop:
                     return stop.value
+                woke()
 
 
 _DONE = object()
@@ -291,6 +295,11 @@ def from_aiter(
             if now > cap.time:
                 cap.downgrade(now)
 
+        def woke() -> None:
+            """The iterator woke and waits again, with no record: time may have moved all the same."""
+            if policy.current() > cap.time:
+                flush()
+
         anext_ = type(it).__anext__
         while True:
             gen = anext_(it).__await__()
@@ -306,7 +315,7 @@ def from_aiter(
                 break
             flush()  # the iterator is about to wait: send what we have first
             try:
-                record = await _wait_ticking(gen, signal, policy, flush)
+                record = await _wait_ticking(gen, signal, policy, flush, woke)
             except StopAsyncIteration:
                 break
             batch.append(record)
@@ -317,21 +326,23 @@ def from_aiter(
     return source(scope, name, logic)
 
 
-async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callable[[], None]) -> Any:
-    """Wait for the iterator, moving time on at the policy's deadlines while nothing arrives."""
+async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callable[[], None],
+                        woke: Callable[[], None]) -> Any:
+    """Wait for the iterator, moving time on at the policy's deadlines while nothing arrives, and whenever
+    the iterator wakes without a record (``woke``)."""
     deadline = policy.deadline()
     if deadline is None or not isinstance(signal, asyncio.Future):
-        return await _Resume(gen, signal)
+        return await _Resume(gen, signal, woke)
     while True:
         remaining = deadline - _time.monotonic()
         if remaining > 0:
             done, _ = await asyncio.wait([signal], timeout=remaining)
             if done:
-                return await _Resume(gen, signal)  # the future is done: continue the iterator at once
+                return await _Resume(gen, signal, woke)  # the future is done: continue the iterator at once
         flush()
         next_deadline = policy.deadline()
         if next_deadline is None:  # the policy stopped moving time by itself: just wait
-            return await _Resume(gen, signal)
+            return await _Resume(gen, signal, woke)
         deadline = next_deadline
 
 

@@ -6,17 +6,26 @@ On the aiotimely side, :func:`ingress` is a source listening on a TCP port (work
 * :class:`AiotimelyForeachWriter` for ``writeStream.foreach(...)``: each task (an
   (epoch, partition) attempt) connects, sends its rows, and on ``close`` says
   whether it succeeded and waits for the ingress to acknowledge;
-* :func:`foreach_batch_sink` for ``writeStream.foreachBatch(...)``: each micro-batch
-  is sent from the driver as one attempt.
+* :func:`foreach_batch_sink` (a :class:`ForeachBatchSink`) for
+  ``writeStream.foreachBatch(...)``: each micro-batch is sent from the driver as one
+  attempt. Given to the ingress (``ingress(scope, sink=sink)``) in the driver's
+  process, it learns the address and the secret from it; ``sink.close()`` (or leaving
+  ``with sink:``) says the query stopped.
 
 Both authenticate with the cluster's handshake (a shared secret: ``secret=`` or
-``AIOTIMELY_SECRET``) over its framing. The ingress releases the rows of an
-attempt into the dataflow only when the attempt closes without error, at time
-``epoch``; a failed attempt is discarded, and a replay of an (epoch, partition)
-that already completed is ignored — so each row enters exactly once, although
-Spark delivers at least once. Time moves past epoch ``e`` once Spark reports batch
-``e`` complete: :class:`EpochListener` (a ``StreamingQueryListener``) for
-``foreach``, or the end of the ``foreachBatch`` call.
+``AIOTIMELY_SECRET``, or one the paired sink and ingress make up) over its framing.
+The ingress releases the rows of an attempt into the dataflow only when the attempt
+closes without error, at time ``epoch``; a failed attempt is discarded, and a replay
+of an (epoch, partition) that already completed is ignored — so each row enters
+exactly once, although Spark delivers at least once. Time moves past epoch ``e`` as
+soon as Spark reports batch ``e`` complete, whether or not anything follows:
+:class:`EpochListener` (a ``StreamingQueryListener``) for ``foreach``, or the end of
+the ``foreachBatch`` call. The stream ends when the listener sees the query terminate
+cleanly, or the ``foreachBatch`` sink is closed; a sink closed with an error fails
+the dataflow.
+
+Both work with Spark 3.5 and 4 (classic PySpark: ``foreachBatch`` runs its function
+in the driver).
 
 The Spark-side classes use blocking sockets (Spark calls them from its own
 threads and processes) and need nothing but this module and msgpack.
@@ -27,8 +36,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import socket
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import msgpack
 
@@ -42,8 +54,8 @@ if TYPE_CHECKING:
     from ..dataflow import Scope
     from ..stream import Stream
 
-__all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "EpochListener", "IngressClient",
-           "local_session"]
+__all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "ForeachBatchSink", "EpochListener",
+           "IngressClient", "local_session"]
 
 log = logging.getLogger("aiotimely.connectors.spark")
 
@@ -141,28 +153,154 @@ class AiotimelyForeachWriter:
             self._client = None
 
 
-def foreach_batch_sink(address: str, secret: str | bytes | None = None) -> Callable[[Any, int], None]:
-    """For ``writeStream.foreachBatch(foreach_batch_sink("127.0.0.1:PORT"))``: each micro-batch, then its end."""
-    key = _secret_to_ship(secret)
+class ForeachBatchSink:
+    """``writeStream.foreachBatch(sink)``: each micro-batch to an :func:`ingress`, as one attempt at its batch id;
+    the batch's epoch is complete when the call returns. ``close()``, or leaving ``with sink:``, says the query
+    stopped: the ingress's stream ends, and the dataflow can complete.
 
-    def send_batch(batch_df: Any, batch_id: int) -> None:
-        client = IngressClient(address, key)
-        try:
-            client.send("open", batch_id, 0)
-            rows: list[Any] = []
-            for row in batch_df.toLocalIterator():
-                rows.append(_row_data(row))
-                if len(rows) >= ROWS_PER_FRAME:
+    Without ``address``, give the sink to the ingress (``ingress(scope, sink=sink)``, in this process): a batch
+    then waits (up to ``timeout`` seconds) for the ingress to listen, the two share ``secret`` (else
+    ``AIOTIMELY_SECRET``, else one they make up), and ``close`` hands the end to the ingress directly, without
+    blocking — so ``with sink:`` may be used on the ingress's own event loop. ``close(error)``, and leaving
+    ``with sink:`` by an exception, fails the dataflow instead, naming ``error``: a query that stopped on an
+    error did not deliver everything. To restart a failed query from its checkpoint, do it inside the block
+    (the batches it replays that were already delivered are ignored). After ``close`` the sink refuses
+    batches, and so does the ingress: a batch still being sent fails, rather than being lost.
+    """
+
+    def __init__(self, address: str | None = None, secret: str | bytes | None = None, *,
+                 timeout: float = 30.0) -> None:
+        self.address = address
+        self.secret = _secret_to_ship(secret)
+        self.timeout = timeout
+        self._secret_given = secret is not None
+        self._paired = False
+        self._ingress: tuple[asyncio.AbstractEventLoop, _Ingress] | None = None  # paired, once it listens
+        self._listening = threading.Event()
+        self._sending = threading.Lock()  # held while a batch is sent
+        self._flags = threading.Lock()  # for the fields below and _ingress
+        self._closed = False
+        self._pending: tuple[Any, ...] | None = None  # the end, said before the paired ingress listened
+        if address is not None:
+            self._listening.set()
+
+    def __getstate__(self) -> dict[str, Any]:  # Spark Connect pickles the function: without the thread primitives
+        return {"address": self.address, "secret": self.secret, "timeout": self.timeout, "closed": self._closed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["address"], state["secret"], timeout=state["timeout"])  # type: ignore[misc]
+        self._closed = state["closed"]
+
+    def _pair(self, secret: str | bytes | None) -> str | bytes:
+        """Called by :func:`ingress` when it is built with this sink: the secret the two use."""
+        if self.address is not None and not self._paired:
+            raise ValueError("this foreachBatch sink was given an address: give it to the ingress, not the sink "
+                             "(the ingress tells the sink where it listens)")
+        if secret is not None:
+            if self._secret_given and secret != self.secret:
+                raise ValueError("the ingress and its foreachBatch sink were given different secrets: give one")
+            self.secret = secret
+        elif self.secret is None:  # none given, none in the environment: one only these two know
+            self.secret = secrets.token_urlsafe(24)
+        self._paired = True
+        return self.secret
+
+    def _listen_at(self, address: str, loop: asyncio.AbstractEventLoop, state: _Ingress) -> None:
+        """Called by the paired ingress, on its loop, once it listens."""
+        with self._flags:
+            self.address = address
+            self._ingress = (loop, state)
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            state.finish(pending)
+        self._listening.set()
+
+    def _connect(self) -> IngressClient:
+        if not self._listening.wait(self.timeout):
+            raise ClusterError(
+                f"this foreachBatch sink has had no ingress to send to for {self.timeout} s: give it an address, "
+                "or give it to ingress(scope, sink=...) in this process and run that dataflow")
+        assert self.address is not None
+        return IngressClient(self.address, self.secret, self.timeout)
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        with self._sending:
+            if self._closed:
+                raise ClusterError(f"this foreachBatch sink is closed (the query stopped): batch {batch_id} "
+                                   "has nowhere to go")
+            client = self._connect()
+            try:
+                client.send("open", batch_id, 0)
+                rows: list[Any] = []
+                for row in batch_df.toLocalIterator():
+                    rows.append(_row_data(row))
+                    if len(rows) >= ROWS_PER_FRAME:
+                        client.send("rows", rows)
+                        rows = []
+                if rows:
                     client.send("rows", rows)
-                    rows = []
-            if rows:
-                client.send("rows", rows)
-            client.request("close", True, "")
-            client.request("epoch", batch_id)
+                client.request("close", True, "")
+                client.request("epoch", batch_id)
+            finally:
+                client.close()
+
+    def close(self, error: BaseException | str | None = None) -> None:
+        """The query stopped: the ingress's stream ends (``error`` None) or fails, naming ``error``. Called
+        outside an event loop, it first waits for a batch being sent to finish; closing again does nothing."""
+        message: tuple[Any, ...] = ("end",) if error is None else (
+            "fail", error if isinstance(error, str) else f"{type(error).__name__}: {error}")
+        try:
+            asyncio.get_running_loop()
+            on_a_loop = True
+        except RuntimeError:
+            on_a_loop = False
+        if not on_a_loop:
+            with self._sending:  # let a batch being sent finish first
+                pass
+        with self._flags:
+            if self._closed:
+                return
+            self._closed = True
+            ingress = self._ingress
+            if ingress is None and self.address is None:
+                self._pending = message  # the ingress it is given to hands it on when it listens
+                return
+        if ingress is not None:
+            loop, state = ingress
+            try:
+                loop.call_soon_threadsafe(state.finish, message)
+            except RuntimeError:  # its loop is closed: the dataflow is over
+                log.info("the ingress's event loop is closed: its stream has already ended")
+            return
+        try:
+            client = self._connect()
+        except ConnectionRefusedError:
+            log.info("the ingress at %s no longer listens: its stream has already ended", self.address)
+            return
+        try:
+            client.request(*message)
         finally:
             client.close()
 
-    return send_batch
+    def __enter__(self) -> ForeachBatchSink:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if error is None:
+            self.close()
+            return
+        try:
+            self.close(error)
+        except (OSError, ClusterError) as e:  # the error leaving the block is the one to see
+            log.warning("could not tell the ingress that the Spark query failed (%s): %s", error, e)
+
+
+def foreach_batch_sink(address: str | None = None, secret: str | bytes | None = None, *,
+                       timeout: float = 30.0) -> ForeachBatchSink:
+    """For ``writeStream.foreachBatch(foreach_batch_sink(...))``: a :class:`ForeachBatchSink` sending to the
+    ingress at ``address``, or (no address) to the ingress it is given to: ``ingress(scope, sink=sink)``."""
+    return ForeachBatchSink(address, secret, timeout=timeout)
 
 
 def _listener_base() -> type:
@@ -248,10 +386,19 @@ class _Ingress:
         self.done_epoch = -1
         self.replays_ignored = 0
         self.attempts_discarded = 0
+        self.ended = False
+
+    def finish(self, message: tuple[Any, ...]) -> None:
+        """The query stopped: ``("end",)``, or ``("fail", why)``; what comes after is refused."""
+        if not self.ended:
+            self.ended = True
+            self.queue.put_nowait(message)
 
     def handle(self, attempt: _Attempt | None, message: tuple[Any, ...]) -> tuple[_Attempt | None, Any]:
         """Apply one message of a connection; returns the connection's attempt and the reply (or None)."""
         kind = message[0]
+        if self.ended:
+            raise ValueError(f"{kind!r} after the stream ended (the query was said to have stopped)")
         if kind == "open":
             return _Attempt(int(message[1]), int(message[2])), None
         if kind == "rows":
@@ -282,7 +429,10 @@ class _Ingress:
                 self.queue.put_nowait(("epoch", epoch))
             return attempt, ["ok"]
         if kind == "end":
-            self.queue.put_nowait(("end",))
+            self.finish(("end",))
+            return attempt, ["ok"]
+        if kind == "fail":
+            self.finish(("fail", str(message[1])))
             return attempt, ["ok"]
         raise ValueError(f"unknown message {kind!r}")
 
@@ -344,21 +494,26 @@ def ingress(
     secret: str | bytes | None = None,
     ready: asyncio.Future[str] | None = None,
     statistics: dict[str, Any] | None = None,
+    sink: ForeachBatchSink | None = None,
     name: str = "SparkIngress",
 ) -> Stream:
     """A stream of the rows Spark sends (as dicts), at their epoch; on worker 0.
 
     ``ready`` (a future) is given the ``host:port`` actually listened on once the
-    server listens (pass port 0 for a free one). The stream ends when Spark says
-    the query terminated (:class:`EpochListener`) or an ``end`` message arrives;
-    ``statistics`` (a dict) then receives the replays ignored and attempts discarded.
+    server listens (pass port 0 for a free one); so is ``sink``, a
+    :func:`foreach_batch_sink` made without an address in this process, which then
+    shares this ingress's secret (or gives it its own, or they make one up). Time
+    passes epoch ``e`` as soon as Spark reports batch ``e`` complete. The stream ends
+    when Spark says the query terminated (:class:`EpochListener`), the sink is closed,
+    or an ``end`` message arrives; ``statistics`` (a dict) then receives the replays
+    ignored and attempts discarded. A sink closed with an error fails the dataflow.
     """
     if scope.dataflow.snapshotter is not None:
         raise RecoveryError(
             f"the Spark ingress {name!r} cannot be in a recoverable dataflow yet: Spark counts an epoch delivered "
             "once its rows reach aiotimely, before a snapshot keeps them, so a crash would lose them; build this "
             "dataflow without recovery")
-    key = _secret(secret)
+    key = _secret(sink._pair(secret) if sink is not None else secret)
     host, port = parse_address(address)
     state = _Ingress(name)
     policy = _EpochPolicy()
@@ -369,16 +524,22 @@ def ingress(
             lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: True), _IngressConnection(state)), host, port)
         try:
             listening = server.sockets[0].getsockname()
+            where = f"{listening[0]}:{listening[1]}"
             if ready is not None and not ready.done():
-                ready.set_result(f"{listening[0]}:{listening[1]}")
+                ready.set_result(where)
+            if sink is not None:
+                sink._listen_at(where, loop, state)
             while True:
                 item = await state.queue.get()
                 if item[0] == "rows":
                     for row in item[2]:
                         yield (item[1], row)
                 elif item[0] == "epoch":
-                    # moves on when the source next waits: every row of the epoch came before this
+                    # every row of the epoch came before this; from_aiter moves the frontier as this
+                    # iterator waits again, with or without a record after it
                     policy.low = max(policy.low, item[1] + 1)
+                elif item[0] == "fail":
+                    raise ClusterError(f"{name}: the Spark query failed: {item[1]}")
                 else:
                     return
         finally:
