@@ -459,6 +459,10 @@ def publish_to_spark(
 # -- the Spark side: the reader ------------------------------------------------------------------
 
 
+class _Broken(ClusterError):
+    """The connection to the publisher closed or timed out."""
+
+
 class _Client:
     """A blocking authenticated connection to a publisher (from Spark's driver or an executor)."""
 
@@ -499,9 +503,9 @@ class _Client:
             try:
                 data = self._sock.recv(1 << 20)
             except socket.timeout:
-                raise ClusterError(f"the aiotimely publisher at {self.address} did not answer in time") from None
+                raise _Broken(f"the aiotimely publisher at {self.address} did not answer in time") from None
             if not data:
-                raise ClusterError(f"the aiotimely publisher at {self.address} closed the connection")
+                raise _Broken(f"the aiotimely publisher at {self.address} closed the connection")
             self._decoder.append(data)
 
     def _control(self, frame: Frame) -> list[Any]:
@@ -551,7 +555,9 @@ class _ReaderLogic:
     record's aiotimely time; the record gives the others), ``numPartitions`` (Spark
     tasks per micro-batch, default 1: the chunks of a batch are dealt among them),
     ``timeout`` (seconds a reply may take, default 60), ``connectTimeout`` (seconds to
-    keep trying to reach the publisher, default 30).
+    keep trying to reach the publisher, default 30), ``untilEnd`` (``"true"``: with
+    ``trigger(availableNow=True)``, read until the end of the stream — the final
+    offset — waiting for it, rather than what is complete when the query starts).
     """
 
     def __init__(self, options: Mapping[str, str], schema: Any, default_secret: str | bytes | None = None) -> None:
@@ -573,7 +579,9 @@ class _ReaderLogic:
         if self.time_column is not None and self.time_column not in self.fields:
             raise ValueError(f"timeColumn {self.time_column!r} is not a field of the schema {self.fields}")
         self._client: _Client | None = None
+        self.until_end = str(options.get("untilEnd", "false")).lower() == "true"
         self._target: dict[str, Any] | None = None
+        self._wait_for_news = False
         self._final_committed = False
 
     def __getstate__(self) -> dict[str, Any]:
@@ -587,14 +595,19 @@ class _ReaderLogic:
         return _Client(self.address, self.secret, self.timeout, self.connect_timeout)
 
     def _ask(self, *message: Any, retry: bool = True) -> list[Any]:
+        """A request on the driver's connection (every request is idempotent: one made again on a new
+        connection, when the one kept from an earlier call has broken, does no harm)."""
+        reused = self._client is not None
         if self._client is None:
             self._client = _Client(self.address, self.secret, self.timeout, self.connect_timeout if retry else 0.0)
         try:
             return self._client.ask(*message)
-        except (OSError, ClusterError):
+        except (OSError, ClusterError) as e:
             self._client.close()
             self._client = None
-            raise
+            if not reused or not isinstance(e, (OSError, _Broken)):
+                raise
+        return self._ask(*message, retry=retry)       # once more, on a new connection
 
     def _commit(self, time: int, final: bool) -> None:
         if not final:
@@ -612,6 +625,17 @@ class _ReaderLogic:
         reply = self._ask("offset")
         return _as_offset(int(reply[1]), bool(reply[2]))
 
+    def _news(self, start_time: int) -> dict[str, Any]:
+        """The latest offset, once it is past ``start_time`` or final (``untilEnd``: an offset equal to the
+        start would end an availableNow query)."""
+        delay = 0.02
+        while True:
+            latest = self._latest()
+            if latest["time"] > start_time or latest.get("final"):
+                return latest
+            _time.sleep(delay)
+            delay = min(2 * delay, 0.5)
+
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
         return {"time": int(self._ask("hello")[1])}
 
@@ -623,14 +647,22 @@ class _ReaderLogic:
             self._commit(start_time, True)
             return dict(start)
         self._commit(start_time, False)     # Spark asks once the batch that ended at `start` is committed
-        latest = self._target if self._target is not None else self._latest()
+        if self._target is not None:
+            latest = self._target
+        elif self._wait_for_news:
+            latest = self._news(start_time)
+        else:
+            latest = self._latest()
         if _offset(latest)[0] < start_time:
             raise ClusterError(f"the aiotimely publisher at {self.address} is at {latest}, before this query's "
                                f"offset {start}: is it the same dataflow?")
         return latest
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
-        self._target = self._latest()
+        if self.until_end:
+            self._wait_for_news = True      # the query ends at the final offset, however long it takes
+        else:
+            self._target = self._latest()   # the query ends at what is complete now
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[Any]:
         start_time, end_time = _offset(start)[0], _offset(end)[0]

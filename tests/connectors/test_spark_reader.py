@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import re
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ SECRET = "reader-secret"
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", LongType()),
                      StructField("t", LongType())])
 QUERY_TIMEOUT = 180
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def reader(address: str, secret: str = SECRET, **options: str) -> Any:
@@ -162,6 +165,39 @@ def test_commit_frees_memory_and_the_bound_holds_the_producers_back():
         assert Counter(v for _, v, _ in rows) == Counter(
             list(range(3 * max_pending)) + [t * per_time + i for t in range(1, times + 1) for i in range(per_time)])
         assert all(t == 0 for k, _, t in rows if k == "open")
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_until_end_an_available_now_query_waits_for_news_and_ends_at_the_final_offset():
+    async def main():
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[str] = loop.create_future()
+        async with at.Worker() as worker:
+            inp = at.InputHandle()
+            probe = worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready).probe())
+            address = await asyncio.wait_for(ready, 10)
+            plain, until_end = reader(address), reader(address, untilEnd="true")
+            start = await asyncio.to_thread(until_end.initialOffset)
+            await asyncio.to_thread(plain.prepareForTriggerAvailableNow)
+            await asyncio.to_thread(until_end.prepareForTriggerAvailableNow)
+            asked = asyncio.ensure_future(asyncio.to_thread(until_end.latestOffset, start, None))
+            await asyncio.sleep(0.3)
+            assert not asked.done()                 # the start again would end the query: it waits for news
+            inp.send(("a", 1))
+            inp.advance_to(2)
+            end = await asyncio.wait_for(asked, 10)
+            assert end == {"time": 2}
+            assert await asyncio.to_thread(plain.latestOffset, start, None) == start   # "now" was nothing
+            assert await asyncio.to_thread(read_all, until_end, start, end) == [("a", 1, 0)]
+            asked = asyncio.ensure_future(asyncio.to_thread(until_end.latestOffset, end, None))
+            await asyncio.sleep(0.3)
+            assert not asked.done()
+            inp.close()
+            final = await asyncio.wait_for(asked, 10)
+            assert final == {"time": 2, "final": True}
+            assert await asyncio.to_thread(until_end.latestOffset, final, None) == final
+            await asyncio.wait_for(probe.wait_done(), 10)
 
     asyncio.run(asyncio.wait_for(main(), 60))
 
@@ -424,3 +460,16 @@ def test_a_spark_query_with_another_secret_fails_and_the_publisher_goes_on(spark
         stop(good)
     run.join(30)
     assert sorted(tuple(r) for r in spark.sql("SELECT * FROM read").collect()) == [("a", 1), ("b", 2)]
+
+
+@pytest.mark.slow
+def test_the_docs_snippet_runs(spark, monkeypatch):
+    """docs/spark_reader.md's snippet, as written; its session is this module's (getOrCreate), kept running."""
+    snippets = re.findall(r"```python spark\n(.*?)```", (ROOT / "docs" / "spark_reader.md").read_text(), flags=re.S)
+    assert snippets
+    monkeypatch.setattr(type(spark), "stop", lambda self: None)
+    try:
+        for i, snippet in enumerate(snippets):
+            exec(compile(snippet, f"spark_reader.md snippet {i + 1}", "exec"), {})
+    finally:
+        register(spark, secret=SECRET)                  # the snippet registered its own secret
