@@ -308,14 +308,14 @@ def stop(query) -> None:
 
 @pytest.mark.slow
 def test_spark_reads_every_row_once_and_never_part_of_a_time(spark, tmp_path):
-    """Two workers publish; one holds time 4 open for seconds while Spark polls every 0.2 s. Spark's
+    """Two workers publish; one holds time 4 open, once Spark has read up to it, while Spark polls. Spark's
     micro-batches hold whole times only: every time's records in one batch, and no batch processed before
     time 4 was complete holds any of it. Then the input ends, Spark reads the final offset, the dataflow
     completes (the query goes on, with nothing more to read)."""
-    hold, per_worker, times, held_time = 4.0, 5, 8, 4
+    hold, per_worker, times, held_time = 2.0, 5, 8, 4
     ready: concurrent.futures.Future[str] = concurrent.futures.Future()
     stats: dict[str, Any] = {}
-    spark_reading = threading.Event()
+    spark_reading, spark_caught_up = threading.Event(), threading.Event()
     released: list[float] = []
 
     async def build(worker):
@@ -326,8 +326,9 @@ def test_spark_reads_every_row_once_and_never_part_of_a_time(spark, tmp_path):
             if t == 2:                                  # Spark has read a batch: it is polling
                 assert await asyncio.to_thread(spark_reading.wait, QUERY_TIMEOUT)
             inp.send_batch([(worker.index, t * 100 + i) for i in range(per_worker)])
-            if t == held_time and worker.index == 1:
-                await asyncio.sleep(hold)               # time 4 stays open; part of it is published
+            if t == held_time and worker.index == 1:  # time 4 stays open; part of it is published
+                assert await asyncio.to_thread(spark_caught_up.wait, QUERY_TIMEOUT)
+                await asyncio.sleep(hold)               # Spark has read all before 4, and polls on
                 inp.send_batch([(1, t * 100 + 50 + i) for i in range(per_worker)])
                 released.append(time.monotonic())
             inp.advance_to(t + 1)
@@ -337,8 +338,11 @@ def test_spark_reads_every_row_once_and_never_part_of_a_time(spark, tmp_path):
     batches: list[tuple[int, float, list[tuple]]] = []
 
     def collect(df, batch_id):
-        batches.append((batch_id, time.monotonic(), [tuple(r) for r in df.collect()]))
+        rows = [tuple(r) for r in df.collect()]
+        batches.append((batch_id, time.monotonic(), rows))
         spark_reading.set()
+        if any(t == held_time - 1 for _, _, t in rows):
+            spark_caught_up.set()
 
     run = Running(build, workers=2)
     address = ready.result(30)
@@ -362,7 +366,8 @@ def test_spark_reads_every_row_once_and_never_part_of_a_time(spark, tmp_path):
     assert all(len(ids) == 1 for ids in batch_of.values()), batch_of            # a time is never split
     (release,) = released
     before = [rs for _, at_, rs in batches if at_ < release]
-    assert len(before) >= 2                                                      # Spark read while 4 was open
+    assert len(before) >= 2
+    assert any(t == held_time - 1 for rs in before for _, _, t in rs)           # Spark read while 4 was open
     assert all(t < held_time for rs in before for _, _, t in rs)                 # and never any of time 4
     print(f"{len(batches)} micro-batches; times per batch:", [sorted({r[2] for r in rs}) for _, _, rs in batches])
 
