@@ -235,6 +235,9 @@ def _spark_class(name: str) -> Any:
         with _define_lock:
             if name not in globals():
                 datasource = importlib.import_module("pyspark.sql.datasource")
+                if not hasattr(datasource, "DataSourceStreamArrowWriter"):
+                    raise ImportError("the aiotimely Spark data source needs PySpark 4.1 or later "
+                                      "(pyspark.sql.datasource.DataSourceStreamArrowWriter)")
                 made = {
                     "AiotimelyDataSource": type("AiotimelyDataSource", (_DataSourceLogic, datasource.DataSource),
                                                 {"__module__": __name__, "__doc__": _DataSourceLogic.__doc__}),
@@ -511,20 +514,21 @@ class ArrowIngress:
         self._listening = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Future[str] | None = None
-        self._used = False
+        self._workers: set[int] = set()
         self._close_requested = False
 
     def stream(self, scope: Scope[Stream]) -> Stream:
         """The stream of what Spark commits, each epoch's rows at time ``batchId``; worker 0 listens."""
-        if self._used:
-            raise RuntimeError(f"{self.name}: an ArrowIngress feeds one stream; make one per dataflow")
+        worker = scope.worker
+        if worker.index in self._workers:
+            raise RuntimeError(f"{self.name}: an ArrowIngress feeds one stream (on each worker); make one per "
+                               "dataflow")
         if scope.dataflow.snapshotter is not None:
             raise RecoveryError(
                 f"the Spark ingress {self.name!r} cannot be in a recoverable dataflow yet: Spark counts an epoch "
                 "delivered once its commit is acknowledged, before a snapshot keeps its rows, so a crash would "
                 "lose them; build this dataflow without recovery")
-        self._used = True
-        worker = scope.worker
+        self._workers.add(worker.index)
         state, records = self._state, self.records
 
         async def logic(output: OperatorOutput, cap: Capability) -> None:

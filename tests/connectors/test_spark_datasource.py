@@ -196,6 +196,32 @@ def test_the_ingress_releases_only_the_committed_attempts_once(running: Any) -> 
                                       "attempts_discarded": 3, "epochs_aborted": 1}
 
 
+def test_on_two_workers_worker_0_listens_and_the_rows_can_be_spread() -> None:
+    ingress = ArrowIngress("127.0.0.1:0", secret=SECRET, records="dicts")
+    seen: list[tuple[int, int, Any]] = []
+
+    def build(worker: Any) -> None:
+        index = worker.index
+        worker.dataflow(lambda s: ingress.stream(s).exchange(lambda r: r["id"])
+                        .inspect_time(lambda t, r: seen.append((index, t, r["id"]))))
+
+    def feed() -> None:
+        address = ingress.wait_listening(10)
+        _stage(address, 0, 0, "a", [1, 2, 3, 4])
+        assert _tell(address, "commit", 0, [[0, "a", 4]]) == ["ok"]
+        ingress.close()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    done = threading.Thread(target=lambda: at.execute(build, workers=2, loop="asyncio"), daemon=True)
+    done.start()
+    done.join(20)
+    feeder.join(5)
+    assert not done.is_alive(), "the dataflow did not complete"
+    assert sorted((t, i) for _, t, i in seen) == [(0, 1), (0, 2), (0, 3), (0, 4)]
+    assert {w for w, _, _ in seen} == {0, 1}
+
+
 def test_strangers_are_refused(running: Any) -> None:
     run = running()
     with pytest.raises(Exception, match="does not know the shared secret"):
