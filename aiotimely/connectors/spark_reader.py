@@ -20,10 +20,11 @@ Memory and back-pressure: the publisher holds what Spark has not committed. Once
 holds ``max_pending`` records or more, and some of them are complete (so that a
 Spark commit can free them), it stops taking input until Spark commits: its
 input's mailbox fills, and the operators feeding it stop, back to the sources. It
-never waits while every record it holds is at a time still open (waiting could
-not free anything), so what it holds is at most ``max_pending``, plus what one
-activation takes from its input (one mailbox), plus the records of the times still
-open.
+cannot wait while every record it holds is at a time not yet complete (waiting
+could free nothing, and what completes those times may be queued behind what it
+would refuse): then it takes one batch per worker round, so that the frontier can
+say what completed. What it holds is at most ``max_pending``, plus one batch, plus
+the records at times not yet complete.
 
 The end: once the input is done (its frontier is empty) the publisher reports a
 *final* offset, ``{"time": t, "final": true}``, past every time it published. A

@@ -435,6 +435,48 @@ def test_windows_to_parquet_with_available_now_and_the_dataflow_completes(spark,
 
 
 @pytest.mark.slow
+def test_spark_behind_holds_the_producer_back_within_the_bound(spark, tmp_path):
+    """20,000 records, produced as fast as the dataflow takes them; the publisher may hold 1,000. Before Spark
+    reads, the producer is held back; then Spark (availableNow, untilEnd) reads everything, each record once,
+    and the publisher never holds more than the bound."""
+    max_pending, per_time, times = 1000, 100, 200
+    ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+    stats: dict[str, Any] = {}
+    sent = [0]
+
+    async def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready, statistics=stats,
+                                                   max_pending=max_pending, end_timeout=QUERY_TIMEOUT))
+        for t in range(times):
+            await inp.asend_batch([(t * per_time + i,) for i in range(per_time)])   # waits when the handle is full
+            inp.advance_to(t + 1)
+            sent[0] = t + 1
+
+    run = Running(build)
+    address = ready.result(30)
+    wait_for(lambda: stats["waits"] > 0, 30, "the publisher to wait for Spark")
+    time.sleep(1.0)
+    held_back = sent[0]
+    assert held_back < times and stats["held"] <= max_pending   # the producer waits: nothing reads yet
+    query = (read_stream(spark, address, "seq INT, t LONG", timeColumn="t", numPartitions="2", untilEnd="true")
+             .writeStream.format("memory").queryName("bounded")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT), "the query did not end"
+        assert query.exception() is None
+    finally:
+        stop(query)
+    run.join(30)
+    rows = [tuple(r) for r in spark.sql("SELECT * FROM bounded").collect()]
+    assert Counter(rows) == Counter((t * per_time + i, t) for t in range(times) for i in range(per_time))
+    assert stats["peak_held"] <= max_pending + per_time, stats
+    assert stats["waits"] > 1 and stats["held"] == 0
+    print(f"the producer was held back at time {held_back} of {times}; {len(query.recentProgress)} micro-batches; "
+          f"the publisher stopped {stats['waits']} times for Spark")
+
+
+@pytest.mark.slow
 def test_a_spark_query_with_another_secret_fails_and_the_publisher_goes_on(spark, tmp_path):
     from pyspark.errors import StreamingQueryException
 
