@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
             runs.append(r)
             print(f"{k:6} {interest.name:>13} {r['operators']:10,} {r['build_s']:8.2f} "
                   f"{r['build_us_per_operator']:7.1f} {r['memory_mib']:7.0f} {r['bytes_per_operator']:7.0f} "
-                  f"{r['step_mean_ms']:9.2f} {r['step_median_ms']:9.2f} {r['step_cpu_ms']:9.2f} {r['step_p99_ms']:9.2f}")
+                  f"{r['step_mean_ms']:9.2f} {r['step_median_ms']:9.2f} {r['step_cpu_ms']:9.2f} "
+                  f"{r['step_p99_ms']:9.2f}")
     summary = {}
     for k in ks:
         pair = {r["interest"]: r for r in runs if r["filters"] == k}
