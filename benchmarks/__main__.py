@@ -1,6 +1,7 @@
 """Run the benchmark suite: ``python -m benchmarks NAME [options]`` (or ``aiotimely bench NAME``).
 
-NAME is one of pipeline, wordcount, many-dataflows, exchange, latency, tracker, or
+NAME is one of pipeline, wordcount, many-dataflows, exchange, latency, tracker, kafka, spark,
+spark-arrow, recovery, windows, or
 ``all``. ``--quick`` runs a small, fast version that only checks the results (what
 CI runs); without it each benchmark prints its table and writes
 ``benchmarks/results/NAME.json``. ``plots`` draws ``docs/*.png`` from those files
@@ -20,6 +21,7 @@ SUITE = {
     "latency": "benchmarks.latency",
     "kafka": "benchmarks.kafka",
     "spark": "benchmarks.spark",
+    "spark-arrow": "benchmarks.spark_arrow",
     "tracker": "benchmarks.tracker",
     "recovery": "benchmarks.recovery",
     "windows": "benchmarks.windows",

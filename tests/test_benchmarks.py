@@ -85,6 +85,17 @@ def test_spark_benchmark_quick_run():
     assert results["rows"] == 4000 and set(results["runs"]) == {"plain", "aiotimely"}
 
 
+@pytest.mark.slow
+def test_spark_arrow_benchmark_quick_run_measures_every_sink():
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
+    from benchmarks import spark_arrow
+
+    results = spark_arrow.main(["--quick"])
+    assert set(results["rows_per_s"]) == {"noop", "discard", "arrow", "row path"}
+    assert all(rate > 0 for rate in results["rows_per_s"].values())
+
+
 def test_recovery_benchmark_quick_run_counts_every_word_and_restarts():
     from benchmarks import recovery
 
