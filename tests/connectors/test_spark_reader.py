@@ -249,6 +249,19 @@ def test_the_end_waits_for_spark_then_fails_clearly_instead_of_hanging():
     assert "3 records at times 0..3" in message and "'final': True" in message, message
 
 
+def test_times_must_be_ints():
+    def build(worker):
+        def flow(scope):
+            with scope.iterative(name="loop") as inner:      # times Product(outer, round)
+                publish_to_spark(at.to_stream([("a", 1)], scope).enter(inner), secret=SECRET, name="Looped")
+
+        worker.dataflow(flow)
+
+    with pytest.raises(at.DataflowError, match="Looped") as caught:
+        at.execute(build, loop="asyncio")
+    assert "Spark's offsets are integer times" in str(caught.value.__cause__)
+
+
 # -- real Spark --------------------------------------------------------------------------------------
 
 
@@ -474,6 +487,67 @@ def test_spark_behind_holds_the_producer_back_within_the_bound(spark, tmp_path):
     assert stats["waits"] > 1 and stats["held"] == 0
     print(f"the producer was held back at time {held_back} of {times}; {len(query.recentProgress)} micro-batches; "
           f"the publisher stopped {stats['waits']} times for Spark")
+
+
+@pytest.mark.slow
+def test_a_query_that_failed_mid_batch_is_restarted_from_its_checkpoint_and_loses_nothing(spark, tmp_path):
+    """A batch whose sink failed was not committed: the publisher still holds its times, and the query
+    restarted from its checkpoint reads that batch again (same batch id, same records), then the rest."""
+    from pyspark.errors import StreamingQueryException
+
+    ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+    stats: dict[str, Any] = {}
+    finish = threading.Event()
+
+    async def build(worker):
+        inp = at.InputHandle()
+        worker.dataflow(lambda s: publish_to_spark(inp.to_stream(s), secret=SECRET, ready=ready, statistics=stats,
+                                                   end_timeout=QUERY_TIMEOUT))
+        for t in range(6):
+            inp.send_batch([(t * 10 + i,) for i in range(3)])
+            inp.advance_to(t + 1)
+            await asyncio.sleep(0.2)
+        assert await asyncio.to_thread(finish.wait, QUERY_TIMEOUT)
+
+    committed: dict[int, list[tuple]] = {}      # what the sink kept, by batch id (a replay overwrites)
+    failed: list[tuple[int, list[tuple]]] = []
+
+    def failing(df, batch_id):
+        rows = [tuple(r) for r in df.collect()]
+        if any(t >= 3 for _, t in rows):
+            failed.append((batch_id, rows))
+            raise RuntimeError("the sink failed")
+        committed[batch_id] = rows
+
+    def working(df, batch_id):
+        committed[batch_id] = [tuple(r) for r in df.collect()]
+
+    def start(sink):
+        return (read_stream(spark, address, "seq INT, t LONG", timeColumn="t").writeStream.foreachBatch(sink)
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds")
+                .start())
+
+    run = Running(build)
+    address = ready.result(30)
+    first = start(failing)
+    try:
+        with pytest.raises(StreamingQueryException, match="the sink failed"):
+            first.awaitTermination(QUERY_TIMEOUT)
+    finally:
+        stop(first)
+    ((failed_batch, failed_rows),) = failed
+    assert stats["committed"] <= min(t for _, t in failed_rows)   # the failed batch's times are still held
+    second = start(working)
+    try:
+        wait_for(lambda: failed_batch in committed, QUERY_TIMEOUT, "the failed batch to be read again")
+        finish.set()                                # the input ends: the query reads the final offset
+        run.join(QUERY_TIMEOUT)
+    finally:
+        stop(second)
+    rows = [row for rs in committed.values() for row in rs]
+    assert sorted(rows) == [(t * 10 + i, t) for t in range(6) for i in range(3)]   # each once, none lost
+    assert sorted(committed[failed_batch]) == sorted(failed_rows)  # the batch again, as it was
+    assert stats["final_committed"] and stats["held"] == 0
 
 
 @pytest.mark.slow
