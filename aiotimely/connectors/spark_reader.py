@@ -62,7 +62,7 @@ from sortedcontainers import SortedDict
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, HandshakeError, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
-from ..errors import ClusterError
+from ..errors import ClusterError, RecoveryError
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, InputPort, OperatorOutput
@@ -374,6 +374,11 @@ def publish_to_spark(
     Returns the records, passed on (on worker 0) at their times; the returned stream's
     frontier stays at the earliest time Spark has not committed.
     """
+    if stream.scope.dataflow.snapshotter is not None:
+        raise RecoveryError(
+            f"the Spark publisher {name!r} cannot be in a recoverable dataflow yet: the records Spark has not "
+            "committed are not in the snapshots, so a resumed dataflow would not serve the times before its "
+            "snapshot again; build this dataflow without recovery")
     key = _secret(secret)
     host, port = parse_address(address)
     if max_pending < 1:

@@ -258,8 +258,18 @@ def test_times_must_be_ints():
         worker.dataflow(flow)
 
     with pytest.raises(at.DataflowError, match="Looped") as caught:
-        at.execute(build, loop="asyncio")
+        Running(build).join(30)
     assert "Spark's offsets are integer times" in str(caught.value.__cause__)
+
+
+def test_a_publisher_is_refused_in_a_recoverable_dataflow(tmp_path):
+    from aiotimely.recovery import Recovery
+
+    def build(worker):
+        worker.dataflow(lambda s: publish_to_spark(at.to_stream([1], s), secret=SECRET))
+
+    with pytest.raises(at.RecoveryError, match="cannot be in a recoverable dataflow yet"):
+        at.execute(build, loop="asyncio", recovery=Recovery(str(tmp_path / "state")))
 
 
 # -- real Spark --------------------------------------------------------------------------------------
@@ -589,8 +599,21 @@ def test_the_docs_snippet_runs(spark, monkeypatch):
     snippets = re.findall(r"```python spark\n(.*?)```", (ROOT / "docs" / "spark_reader.md").read_text(), flags=re.S)
     assert snippets
     monkeypatch.setattr(type(spark), "stop", lambda self: None)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for i, snippet in enumerate(snippets):
+                exec(compile(snippet, f"spark_reader.md snippet {i + 1}", "exec"), {})
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failure.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
     try:
-        for i, snippet in enumerate(snippets):
-            exec(compile(snippet, f"spark_reader.md snippet {i + 1}", "exec"), {})
+        thread.join(QUERY_TIMEOUT)
+        assert not thread.is_alive(), f"the snippet did not finish within {QUERY_TIMEOUT} s"
+        if failure:
+            raise failure[0]
     finally:
         register(spark, secret=SECRET)                  # the snippet registered its own secret
