@@ -135,7 +135,8 @@ def test_commit_frees_memory_and_the_bound_holds_the_producers_back():
             await until(lambda: stats["waits"] > 0, what="the sink to stop for Spark")
             await asyncio.sleep(0.3)
             stalled = passed[0]
-            assert stats["held"] >= max_pending and stalled < 3 * max_pending + times * per_time / 2, stats
+            # what the publisher holds, and its input's mailbox (64 batches) full: the source is not pulled
+            assert stats["held"] >= max_pending and stalled <= stats["held"] + 64 * per_time, (stalled, stats)
             await asyncio.sleep(0.3)
             assert passed[0] == stalled                              # nothing moves until Spark commits
 
