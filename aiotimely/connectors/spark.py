@@ -40,7 +40,7 @@ import secrets
 import socket
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import msgpack
 
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from ..stream import Stream
 
 __all__ = ["ingress", "AiotimelyForeachWriter", "foreach_batch_sink", "ForeachBatchSink", "EpochListener",
-           "IngressClient", "local_session"]
+           "IngressClient", "local_session", "control_message", "spark_class"]
 
 log = logging.getLogger("aiotimely.connectors.spark")
 
@@ -437,6 +437,37 @@ class _Ingress:
         raise ValueError(f"unknown message {kind!r}")
 
 
+def control_message(frame: Frame) -> tuple[Any, ...]:
+    """The message a peer's DATA frame carries: a non-empty msgpack array (``ValueError`` if it is not one)."""
+    if frame.kind is not Kind.DATA:
+        raise ValueError(f"unexpected {frame.kind.name} frame")
+    try:
+        message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
+    except Exception as e:
+        raise ValueError(f"malformed message: {e}") from None
+    if not isinstance(message, tuple) or not message:
+        raise ValueError("malformed message")
+    return message
+
+
+_classes_lock = threading.Lock()
+
+
+def spark_class(namespace: dict[str, Any], name: str, bases: Callable[[], dict[str, tuple[type, ...]]]) -> Any:
+    """The Spark-side class ``name`` of a module (``namespace``: its ``globals()``), made on first use, with every
+    other one ``bases()`` names: ``{class name: (our logic, pyspark's base classes...)}``. pyspark is imported
+    only then (it is an optional extra)."""
+    cls = namespace.get(name)
+    if cls is None:
+        with _classes_lock:
+            if name not in namespace:
+                for made, parents in bases().items():
+                    namespace[made] = type(made, parents, {"__module__": namespace["__name__"],
+                                                           "__doc__": parents[0].__doc__})
+            cls = namespace[name]
+    return cls
+
+
 class _IngressConnection(LinkHandler):
     """One connection from a Spark task: its messages, and the attempt it is in the middle of."""
 
@@ -449,15 +480,7 @@ class _IngressConnection(LinkHandler):
 
     def frame_received(self, link: Link, frame: Frame) -> None:
         try:
-            if frame.kind is not Kind.DATA:
-                raise ValueError(f"unexpected {frame.kind.name} frame")
-            try:
-                message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
-            except Exception as e:
-                raise ValueError(f"malformed message: {e}") from None
-            if not isinstance(message, tuple) or not message:
-                raise ValueError("malformed message")
-            self.attempt, reply = self.ingress.handle(self.attempt, message)
+            self.attempt, reply = self.ingress.handle(self.attempt, control_message(frame))
         except (ValueError, TypeError, IndexError) as e:
             link.reject(str(e))
             return

@@ -77,7 +77,8 @@ from ..comm.handshake import Acceptor, shared_secret
 from ..comm.link import Link, LinkHandler, parse_address
 from ..dataflow.input import source
 from ..errors import ClusterError, RecoveryError
-from .spark import IngressClient
+from .spark import IngressClient, control_message, spark_class
+from .spark_reader import stream_reader
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, OperatorOutput, Scope
@@ -211,7 +212,8 @@ class _StreamWriterLogic:
 
 
 class _DataSourceLogic:
-    """``DataSource``'s methods: the name, and a stream writer for the query's options."""
+    """``DataSource``'s methods: the name, a stream writer (``df.writeStream.format("aiotimely")``) and a stream
+    reader (``spark.readStream.format("aiotimely")``, :mod:`.spark_reader`) for the query's options."""
 
     options: Mapping[str, str]
     _secret: str | bytes | None = None
@@ -221,35 +223,32 @@ class _DataSourceLogic:
     def name(cls) -> str:
         return cls._name
 
+    def schema(self) -> Any:
+        raise ValueError("reading from aiotimely needs the records' schema: spark.readStream.format('aiotimely')"
+                         ".schema('key STRING, total LONG')")
+
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
         return _spark_class("AiotimelyStreamWriter")(self.options, self._secret)
 
+    def streamReader(self, schema: Any) -> Any:  # noqa: N802 - Spark's name
+        return stream_reader(self.options, schema, secret=self._secret)
+
 
 _SPARK_CLASSES = ("AiotimelyDataSource", "AiotimelyStreamWriter", "StagedAttempt")
-_define_lock = threading.Lock()
+
+
+def _bases() -> dict[str, tuple[type, ...]]:
+    datasource = importlib.import_module("pyspark.sql.datasource")
+    if not hasattr(datasource, "DataSourceStreamArrowWriter"):
+        raise ImportError("the aiotimely Spark data source needs PySpark 4.1 or later "
+                          "(pyspark.sql.datasource.DataSourceStreamArrowWriter)")
+    return {"AiotimelyDataSource": (_DataSourceLogic, datasource.DataSource),
+            "AiotimelyStreamWriter": (_StreamWriterLogic, datasource.DataSourceStreamArrowWriter),
+            "StagedAttempt": (_StagedAttemptFields, datasource.WriterCommitMessage)}
 
 
 def _spark_class(name: str) -> Any:
-    cls = globals().get(name)
-    if cls is None:
-        with _define_lock:
-            if name not in globals():
-                datasource = importlib.import_module("pyspark.sql.datasource")
-                if not hasattr(datasource, "DataSourceStreamArrowWriter"):
-                    raise ImportError("the aiotimely Spark data source needs PySpark 4.1 or later "
-                                      "(pyspark.sql.datasource.DataSourceStreamArrowWriter)")
-                made = {
-                    "AiotimelyDataSource": type("AiotimelyDataSource", (_DataSourceLogic, datasource.DataSource),
-                                                {"__module__": __name__, "__doc__": _DataSourceLogic.__doc__}),
-                    "AiotimelyStreamWriter": type(
-                        "AiotimelyStreamWriter", (_StreamWriterLogic, datasource.DataSourceStreamArrowWriter),
-                        {"__module__": __name__, "__doc__": _StreamWriterLogic.__doc__}),
-                    "StagedAttempt": type("StagedAttempt", (_StagedAttemptFields, datasource.WriterCommitMessage),
-                                          {"__module__": __name__, "__doc__": _StagedAttemptFields.__doc__}),
-                }
-                globals().update(made)
-        cls = globals()[name]
-    return cls
+    return spark_class(globals(), name, _bases)
 
 
 def __getattr__(name: str) -> Any:
@@ -441,13 +440,7 @@ class _Connection(LinkHandler):
                 raise ValueError(f"unexpected {frame.kind.name} frame")
             channel = frame.channel
             if channel == CONTROL:
-                try:
-                    message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
-                except Exception as e:
-                    raise ValueError(f"malformed message: {e}") from None
-                if not isinstance(message, tuple) or not message:
-                    raise ValueError("malformed message")
-                self.ingress.control(self, link, message)
+                self.ingress.control(self, link, control_message(frame))
                 return
             attempt = self.attempt
             if attempt is None:

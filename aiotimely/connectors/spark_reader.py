@@ -7,7 +7,7 @@ cluster's authenticated link (the shared-secret handshake of
 once its input frontier has passed it. On the Spark side (PySpark 4, the Python
 Data Source API) a ``DataSourceStreamReader`` reads them::
 
-    (spark.readStream.format("aiotimely_reader")      # after register(spark, secret=...)
+    (spark.readStream.format("aiotimely")      # after spark_datasource.register(spark, secret=...)
      .option("address", "127.0.0.1:7000").schema("key STRING, total LONG").load())
 
 Spark's offsets are aiotimely times: an offset ``{"time": t}`` says "every time
@@ -52,7 +52,6 @@ import importlib
 import logging
 import os
 import socket
-import threading
 import time as _time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Mapping, Sequence
 
@@ -63,19 +62,18 @@ from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, HandshakeError, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
 from ..errors import ClusterError, RecoveryError
+from .spark import control_message, spark_class
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, InputPort, OperatorOutput
     from ..progress.frontier import Antichain
     from ..stream import Stream
 
-__all__ = ["publish_to_spark", "stream_reader", "register", "READER_NAME", "DEFAULT_MAX_PENDING",
+__all__ = ["publish_to_spark", "stream_reader", "DEFAULT_MAX_PENDING",
            "DEFAULT_END_TIMEOUT"]
 
 log = logging.getLogger("aiotimely.connectors.spark_reader")
 
-READER_NAME = "aiotimely_reader"
-"""The name :func:`register` gives the data source: ``spark.readStream.format("aiotimely_reader")``."""
 DEFAULT_MAX_PENDING = 100_000
 """Records the publisher holds for Spark before it stops taking input (see the module's docstring)."""
 DEFAULT_END_TIMEOUT = 300.0
@@ -298,14 +296,7 @@ class _Connection(LinkHandler):
     def frame_received(self, link: Link, frame: Frame) -> None:
         state = self.state
         try:
-            if frame.kind is not Kind.DATA:
-                raise ValueError(f"unexpected {frame.kind.name} frame")
-            try:
-                message = msgpack.unpackb(frame.payload, raw=False, use_list=False)
-            except Exception as e:
-                raise ValueError(f"malformed message: {e}") from None
-            if not isinstance(message, tuple) or not message:
-                raise ValueError("malformed message")
+            message = control_message(frame)
             kind = message[0]
             try:
                 if kind == "hello":
@@ -358,7 +349,7 @@ def publish_to_spark(
 ) -> Stream:
     """Serve the records of ``stream`` to Spark, each time once it is complete (on worker 0, at ``address``).
 
-    Spark reads them with the ``aiotimely_reader`` data source (:func:`register`,
+    Spark reads them with the ``aiotimely`` data source (:func:`aiotimely.connectors.spark_datasource.register`,
     ``.option("address", ...)``). Readers authenticate with ``secret`` (else
     ``AIOTIMELY_SECRET``). ``ready`` (an asyncio or a ``concurrent.futures`` future) is
     given the ``host:port`` listened on (port 0: a free one). The times must be ints.
@@ -712,47 +703,18 @@ class _ReaderLogic:
             self._client = None
 
 
-class _DataSourceLogic:
-    """``DataSource``'s methods: the name, and a stream reader for the query's options and schema."""
-
-    options: Mapping[str, str]
-    _secret: str | bytes | None = None
-    _name: str = READER_NAME
-
-    @classmethod
-    def name(cls) -> str:
-        return cls._name
-
-    def schema(self) -> Any:
-        raise ValueError("the aiotimely reader needs the records' schema: spark.readStream.format(...)"
-                         ".schema('key STRING, total LONG')")
-
-    def streamReader(self, schema: Any) -> Any:  # noqa: N802 - Spark's name
-        return stream_reader(self.options, schema, secret=self._secret)
+_SPARK_CLASSES = ("AiotimelyStreamReader",)
 
 
-_SPARK_CLASSES = ("AiotimelyStreamReader", "AiotimelyReaderDataSource")
-_define_lock = threading.Lock()
+def _bases() -> dict[str, tuple[type, ...]]:
+    datasource = importlib.import_module("pyspark.sql.datasource")
+    streaming = importlib.import_module("pyspark.sql.streaming.datasource")
+    return {"AiotimelyStreamReader": (_ReaderLogic, datasource.DataSourceStreamReader,
+                                      streaming.SupportsTriggerAvailableNow)}
 
 
 def _spark_class(name: str) -> Any:
-    cls = globals().get(name)
-    if cls is None:
-        with _define_lock:
-            if name not in globals():
-                datasource = importlib.import_module("pyspark.sql.datasource")
-                streaming = importlib.import_module("pyspark.sql.streaming.datasource")
-                globals().update({
-                    "AiotimelyStreamReader": type(
-                        "AiotimelyStreamReader",
-                        (_ReaderLogic, datasource.DataSourceStreamReader, streaming.SupportsTriggerAvailableNow),
-                        {"__module__": __name__, "__doc__": _ReaderLogic.__doc__}),
-                    "AiotimelyReaderDataSource": type(
-                        "AiotimelyReaderDataSource", (_DataSourceLogic, datasource.DataSource),
-                        {"__module__": __name__, "__doc__": _DataSourceLogic.__doc__}),
-                })
-        cls = globals()[name]
-    return cls
+    return spark_class(globals(), name, _bases)
 
 
 def __getattr__(name: str) -> Any:
@@ -766,18 +728,3 @@ def stream_reader(options: Mapping[str, str], schema: Any, *, secret: str | byte
     """The ``DataSourceStreamReader`` for a query's ``options`` and ``schema`` (a ``StructType``): what a
     ``DataSource.streamReader(schema)`` returns. ``secret`` is the default when the options give none."""
     return _spark_class("AiotimelyStreamReader")(options, schema, secret)
-
-
-def register(spark: Any, *, secret: str | bytes | None = None, name: str = READER_NAME) -> Any:
-    """Register the reader with ``spark`` as ``spark.readStream.format(name)``; returns the class registered.
-
-    The secret travels with the registered class to Spark's Python workers: ``secret``,
-    else this process's ``AIOTIMELY_SECRET`` now. A query may pass ``.option("secret",
-    ...)`` instead, though options show in Spark's plans and logs.
-    """
-    shipped = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
-    base = _spark_class("AiotimelyReaderDataSource")
-    # a class of its own (pickled by value, with the secret), not the module's (pickled by reference)
-    cls = type("AiotimelyReaderDataSource", (base,), {"__module__": __name__, "_secret": shipped, "_name": name})
-    spark.dataSource.register(cls)
-    return cls

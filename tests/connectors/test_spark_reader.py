@@ -1,4 +1,4 @@
-"""Spark reads what a dataflow publishes (``publish_to_spark`` and the ``aiotimely_reader`` data source).
+"""Spark reads what a dataflow publishes (``publish_to_spark`` and the ``aiotimely`` data source).
 
 The first tests drive the Spark-side reader object directly (its methods are what
 Spark calls: initialOffset, latestOffset, partitions, read, commit), with no JVM:
@@ -26,7 +26,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType  # n
 
 import aiotimely as at  # noqa: E402
 from aiotimely.connectors.spark import local_session  # noqa: E402
-from aiotimely.connectors.spark_reader import publish_to_spark, register, stream_reader  # noqa: E402
+from aiotimely.connectors.spark_datasource import register  # noqa: E402
+from aiotimely.connectors.spark_reader import publish_to_spark, stream_reader  # noqa: E402
 
 SECRET = "reader-secret"
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", LongType()),
@@ -317,7 +318,7 @@ def wait_for(condition, timeout: float, what: str) -> None:
 
 
 def read_stream(spark, address: str, schema: str, **options: str):
-    source = spark.readStream.format("aiotimely_reader").option("address", address).schema(schema)
+    source = spark.readStream.format("aiotimely").option("address", address).schema(schema)
     for key, value in options.items():
         source = source.option(key, value)
     return source.load()
