@@ -1,12 +1,14 @@
-"""A data pipeline on Spark handing rows to aiotimely: Structured Streaming -> windowed aggregates.
+"""A data pipeline round trip: Spark ETL -> aiotimely windows -> Spark writes Parquet.
 
-Spark (local mode) reads JSON click events from a folder, one file per
-micro-batch, parses them and drops the bots' clicks; ``AiotimelyForeachWriter``
-forwards each surviving row to a running aiotimely computation, where the Spark
-batch id is the timestamp. aiotimely counts clicks per page over windows of two
-batches (``stream.window``) and prints each window once Spark has reported both its
-batches complete (``EpochListener``). Every row counts
-exactly once even if Spark retries a task.
+Spark (local mode) reads JSON click events from a folder, one file per micro-batch,
+parses them and drops the bots' clicks, and writes each micro-batch into a running
+aiotimely computation with ``format("aiotimely")``: its rows arrive as Arrow record
+batches and enter the dataflow at time = the batch id, exactly once, when Spark's
+driver commits the batch (a retried task or a replayed batch counts once). aiotimely
+counts clicks per page over windows of two batches (``stream.window``) and publishes
+each window's counts once the frontier has passed its end (``publish_to_spark``).
+A second Spark query reads them back with ``format("aiotimely")``: a micro-batch only
+ever holds complete windows, which it appends to Parquet files.
 
 Run:  python examples/spark_pipeline.py     (needs: pip install 'aiotimely[spark]' and Java 17)
 """
@@ -15,18 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 import aiotimely as at
-from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress, local_session
+from aiotimely.connectors.spark import local_session
+from aiotimely.connectors.spark_datasource import ArrowIngress, register
+from aiotimely.connectors.spark_reader import publish_to_spark
 
 WINDOW = 2  # batches per window
-SECRET = os.environ.setdefault("AIOTIMELY_SECRET", "spark-pipeline-example")
+SECRET = "spark-pipeline-example"
 
 
 def write_clicks(folder: Path, files: int = 6, per_file: int = 200) -> None:
@@ -39,66 +41,52 @@ def write_clicks(folder: Path, files: int = 6, per_file: int = 200) -> None:
                 out.write(json.dumps({"user": user, "page": rng.choice(["home", "cart", "help"])}) + "\n")
 
 
-Counts = tuple[int, dict[str, int]]
-"""(window number, {page: clicks})"""
-
-
-def window_counts(rows: at.Stream[dict[str, Any]]) -> at.Stream[Counts]:
-    """Clicks per page in windows of ``WINDOW`` batches (one line of the library), then each window's counts of
-    every page together, once Spark has committed both its batches."""
+def window_counts(rows: at.Stream[dict[str, Any]]) -> at.Stream[tuple[int, str, int]]:
+    """Clicks per page in windows of ``WINDOW`` batches (one line of the library), as ``(window, page, clicks)``
+    rows in the schema's order, each sent when its window is complete."""
     per_page = rows.window(at.Tumbling(WINDOW), at.Agg.count(), key=lambda row: row["page"])
-    return per_page.exchange(lambda _row: 0).accumulate((-1, {}), gather)
+    return per_page.map(lambda c: (c[1][0] // WINDOW, c[0], c[2]))
 
 
-def gather(counts: Counts, rows: list[Any]) -> Counts:
-    """A window's ``(page, (start, end), clicks)`` rows as one ``(window, {page: clicks})`` (all come at its end)."""
-    window, per_page = counts[0], dict(counts[1])
-    for page, (start, _end), clicks in rows:
-        window, per_page[page] = start // WINDOW, clicks
-    return window, per_page
-
-
-def run_aiotimely(address: list[str], listening: threading.Event, printed: list[str]) -> None:
-    async def build(worker: at.Worker) -> None:
-        ready = asyncio.get_running_loop().create_future()
-
-        def show(window_and_counts: Counts) -> None:
-            w, per_page = window_and_counts
-            line = f"batches {w * WINDOW}-{w * WINDOW + WINDOW - 1}: " + "  ".join(
-                f"{page} {n}" for page, n in sorted(per_page.items()))
-            printed.append(line)
-            print(line, flush=True)
-
-        worker.dataflow(lambda scope: window_counts(ingress(scope, "127.0.0.1:0", ready=ready)).inspect(show))
-        address.append(await ready)
-        listening.set()
-
-    at.execute(build, loop="asyncio")
-
-
-def main() -> list[str]:
+async def main() -> list[str]:
     tmp = Path(tempfile.mkdtemp(prefix="aiotimely-spark-"))
     write_clicks(tmp / "clicks")
-    address: list[str] = []
-    listening = threading.Event()
-    printed: list[str] = []
-    computation = threading.Thread(target=run_aiotimely, args=(address, listening, printed))
-    computation.start()
-    listening.wait()
-
-    spark = local_session("local[2,3]", workdir=str(tmp / "spark"), app="aiotimely-example")
+    spark = await asyncio.to_thread(local_session, "local[2,3]", workdir=str(tmp / "spark"),
+                                    app="aiotimely-example")
+    register(spark, secret=SECRET)          # format("aiotimely"), both ways
+    ingress = ArrowIngress("127.0.0.1:0", secret=SECRET, records="dicts")
+    published = asyncio.get_running_loop().create_future()
     try:
-        spark.streams.addListener(EpochListener(address[0]))
-        clicks = (spark.readStream.schema("user STRING, page STRING").option("maxFilesPerTrigger", 1)
-                  .json(str(tmp / "clicks")).where("NOT user LIKE 'bot-%'").select("page"))
-        (clicks.writeStream.foreach(AiotimelyForeachWriter(address[0]))
-         .option("checkpointLocation", str(tmp / "checkpoint")).trigger(availableNow=True).start()
-         .awaitTermination())
-        computation.join()
+        async with at.Worker() as worker:
+            worker.dataflow(lambda scope: publish_to_spark(window_counts(ingress.stream(scope)), "127.0.0.1:0",
+                                                           secret=SECRET, ready=published))
+            clicks = (spark.readStream.schema("user STRING, page STRING").option("maxFilesPerTrigger", 1)
+                      .json(str(tmp / "clicks")).where("NOT user LIKE 'bot-%'").select("page"))
+            into = (clicks.writeStream.format("aiotimely").option("address", await ingress.listening())
+                    .option("checkpointLocation", str(tmp / "in-checkpoint")).trigger(availableNow=True))
+            counts = (spark.readStream.format("aiotimely").option("address", await published)
+                      .option("untilEnd", "true").schema("window LONG, page STRING, clicks LONG").load())
+            out = (counts.writeStream.format("parquet").option("path", str(tmp / "counts"))
+                   .option("checkpointLocation", str(tmp / "out-checkpoint")).trigger(availableNow=True))
+            writing = await asyncio.to_thread(into.start)   # Spark's calls block: run them in threads
+            reading = await asyncio.to_thread(out.start)
+            await asyncio.to_thread(writing.awaitTermination)
+            ingress.close()                 # every file was read: the stream ends, the last window closes
+            await asyncio.to_thread(reading.awaitTermination)
+        # the dataflow completed: Spark has committed every window it read
+        rows = await asyncio.to_thread(lambda: spark.read.parquet(str(tmp / "counts")).collect())
     finally:
-        spark.stop()
-    return printed
+        await asyncio.to_thread(spark.stop)
+    windows: dict[int, dict[str, int]] = {}
+    for window, page, clicks_ in rows:
+        windows.setdefault(window, {})[page] = clicks_
+    lines = [f"batches {w * WINDOW}-{w * WINDOW + WINDOW - 1}: "
+             + "  ".join(f"{page} {n}" for page, n in sorted(per_page.items()))
+             for w, per_page in sorted(windows.items())]
+    for line in lines:
+        print(line, flush=True)
+    return lines
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())
