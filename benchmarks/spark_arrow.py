@@ -22,7 +22,11 @@ warm-up batch to the end of the last one measured. A batch ends:
 
 The variants take turns, ``--repeats`` rounds; the medians are reported.
 
+With ``--source json`` the rows come from files of JSON lines, one file per batch
+(written first), that Spark parses: the cost of a pipeline that reads files.
+
     python -m benchmarks.spark_arrow [--quick] [--rows 4000000] [--batches 5] [--repeats 2] [--tuples]
+                                     [--source rate|json]
 """
 
 from __future__ import annotations
@@ -43,11 +47,11 @@ from .common import command_line, save
 
 SECRET = "spark-arrow-benchmark"
 TIMEOUT = 900.0
-NAMES = {"noop": "(a) rate -> noop sink",
-         "discard": "(a') rate -> Python data source, discarding",
-         "arrow": "(b) rate -> format('aiotimely'), Arrow",
-         "tuples": "(b') rate -> format('aiotimely'), tuples",
-         "row path": "(c) rate -> foreach row path"}
+NAMES = {"noop": "(a) noop sink",
+         "discard": "(a') Python data source, discarding",
+         "arrow": "(b) format('aiotimely'), Arrow",
+         "tuples": "(b') format('aiotimely'), tuples",
+         "row path": "(c) foreach row path"}
 
 
 class Counted:
@@ -149,8 +153,29 @@ def register_discard(spark: Any) -> None:
 
 
 def rate(spark: Any, rows_per_batch: int) -> Any:
-    return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
-            .option("numPartitions", 2).load().selectExpr("unix_micros(timestamp) AS ts", "value"))
+    """The rows: ``--source rate`` (generated in the JVM), or ``json`` (files of JSON lines, one per batch,
+    parsed by Spark: what a pipeline reading files costs), ``ts, value`` either way."""
+    folder = JSON_FOLDERS.get(rows_per_batch)
+    if folder is None:
+        return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
+                .option("numPartitions", 2).load().selectExpr("unix_micros(timestamp) AS ts", "value"))
+    return spark.readStream.schema("ts LONG, value LONG").option("maxFilesPerTrigger", 1).json(folder)
+
+
+JSON_FOLDERS: dict[int, str] = {}
+"""With ``--source json``: rows per batch -> the folder of files holding them."""
+
+
+def write_json(folder: Path, files: int, rows: int) -> str:
+    """``files`` files of ``rows`` JSON lines each (``{"ts": ..., "value": ...}``)."""
+    folder.mkdir(parents=True)
+    value = 0
+    for f in range(files):
+        with open(folder / f"rows-{f:03}.json", "w") as out:
+            out.writelines(f'{{"ts": {1_700_000_000_000_000 + v}, "value": {v}}}\n'
+                           for v in range(value, value + rows))
+        value += rows
+    return str(folder)
 
 
 def run_spark_only(spark: Any, fmt: str, rows_per_batch: int, warm_up: int, batches: int,
@@ -232,10 +257,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--arrow-batch", type=int, default=0,
                         help="spark.sql.execution.arrow.maxRecordsPerBatch (0: Spark's default, 10,000)")
     parser.add_argument("--tuples", action="store_true", help="also (b') with rows as tuples")
+    parser.add_argument("--source", choices=["rate", "json"], default="rate",
+                        help="Spark's rate source, or files of JSON lines that Spark parses (one per batch)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.row_path_rows, args.batches, args.warm_up, args.repeats = 20_000, 2_000, 2, 1, 1
     tmp = Path(tempfile.mkdtemp(prefix="aiotimely-spark-arrow-"))
+    JSON_FOLDERS.clear()
+    if args.source == "json":
+        files = args.warm_up + args.batches   # every run (a fresh checkpoint) reads them from the first again
+        for n in {args.rows, args.row_path_rows}:
+            JSON_FOLDERS[n] = write_json(tmp / f"json-{n}", files, n)
     os.environ.setdefault("AIOTIMELY_SECRET", SECRET)
     from aiotimely.connectors.spark import local_session
     from aiotimely.connectors.spark_datasource import register
@@ -261,18 +293,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         spark.stop()
     rates = {k: statistics.median(s["rows_per_s"] for s in v) for k, v in samples.items()}
-    print(f"rate-micro-batch, local[2], {args.rows:,} rows per batch ((c): {args.row_path_rows:,}), "
+    print(f"{args.source}, local[2], {args.rows:,} rows per batch ((c): {args.row_path_rows:,}), "
           f"{args.batches} batches after {args.warm_up}; median of {args.repeats}")
     print("\n".join(f"{NAMES[k]:46} {v:>12,.0f} rows/s" for k, v in rates.items()))
     b, a, c, d = rates["arrow"], rates["noop"], rates["row path"], rates["discard"]
     print(f"(b)/(a) = {b / a:.0%} (goal >= 80%); (b)/(c) = {b / c:.1f}x (goal >= 10x); "
           f"(a')/(a) = {d / a:.0%}; (b)/(a') = {b / d:.0%}")
-    results = {"rows_per_batch": args.rows, "row_path_rows_per_batch": args.row_path_rows, "batches": args.batches,
+    results = {"source": args.source, "rows_per_batch": args.rows, "row_path_rows_per_batch": args.row_path_rows,
+               "batches": args.batches,
                "warm_up": args.warm_up, "repeats": args.repeats,
                "arrow_max_records_per_batch": args.arrow_batch or 10_000,
                "rows_per_s": rates, "runs": samples, "b_over_a": b / a, "b_over_c": b / c}
     if not args.quick:
-        print(f"wrote {save('spark_arrow', results)}")
+        print(f"wrote {save('spark_arrow' if args.source == 'rate' else 'spark_arrow_json', results)}")
     return results
 
 
