@@ -39,6 +39,8 @@ def _impostor(port: int, secret: bytes, frame: bytes | None) -> None:
         while not dialer.done:
             frames = decoder.feed(sock.recv(65536))
             for answer in frames:
+                if dialer.done:                 # what follows WELCOME in the same read is the cluster's, not ours
+                    break
                 reply = dialer.receive(answer)
                 if reply:
                     sock.sendall(reply)
