@@ -30,6 +30,8 @@ only when :func:`run_on_spark` runs.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import pickle as _pickle
@@ -54,7 +56,9 @@ and Windows differ)."""
 MAX_CARRIED = 65536
 """The most characters of pickled error a failing task adds to its message (a bigger one is left out)."""
 _MARK = "aiotimely-error:"
-_MARKED = re.compile(_MARK + r"([A-Za-z0-9+/=]+)")
+_MARKED = re.compile(_MARK + r"([0-9a-f]{64}):([A-Za-z0-9+/=]+)")
+"""The carried error: its HMAC under the run's key, then the pickle. The text before it may hold anything a
+user's error said (records too), so only a blob signed with the key the driver drew is ever unpickled."""
 
 
 def _pyspark() -> Any:
@@ -100,9 +104,9 @@ def _task_host(context: Any, index: int) -> str:
         return host
 
 
-def _carry(error: BaseException, process: int, processes: int) -> Exception:
+def _carry(error: BaseException, process: int, processes: int, key: bytes) -> Exception:
     """An exception for Spark to report: the error's text, and the error itself (pickled, by value where its
-    class is the user's, as Spark ships functions) for the driver to raise again."""
+    class is the user's, as Spark ships functions; signed with the run's ``key``) for the driver to raise again."""
     from pyspark import cloudpickle
 
     dumps: Callable[[Any], bytes] = cloudpickle.dumps
@@ -113,31 +117,40 @@ def _carry(error: BaseException, process: int, processes: int) -> Exception:
         return RuntimeError(text)
     if len(blob) > MAX_CARRIED:
         return RuntimeError(text)
-    return RuntimeError(f"{text}\n{_MARK}{blob}")
+    return RuntimeError(f"{text}\n{_MARK}{_sign(key, blob)}:{blob}")
 
 
-def _recover(spark_error: BaseException) -> BaseException | None:
-    """The aiotimely error a task reported, from the text of the Spark error that failed the stage."""
-    found = _MARKED.search(str(spark_error))
-    if found is None:
-        return None
-    try:
-        error = _pickle.loads(base64.b64decode(found.group(1)))
-    except Exception:
-        return None
-    return error if isinstance(error, BaseException) else None
+def _sign(key: bytes, blob: str) -> str:
+    return hmac.new(key, blob.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def _recover(spark_error: BaseException, key: bytes) -> BaseException | None:
+    """The aiotimely error a task reported, from the text of the Spark error that failed the stage: the blob
+    signed with ``key`` (any other is text that merely looks like one, and is never unpickled)."""
+    for found in _MARKED.finditer(str(spark_error)):
+        signature, blob = found.groups()
+        if not hmac.compare_digest(signature, _sign(key, blob)):
+            continue
+        try:
+            error = _pickle.loads(base64.b64decode(blob))
+        except Exception:
+            return None
+        return error if isinstance(error, BaseException) else None
+    return None
 
 
 class _Task:
     """What each task of the barrier stage runs (a class, so that Spark pickles it by reference)."""
 
     def __init__(self, build: Callable[[Worker], Any], processes: int, workers: int,
-                 host: str | Callable[[], str] | None, options: dict[str, Any]) -> None:
+                 host: str | Callable[[], str] | None, options: dict[str, Any], key: bytes) -> None:
         self.build = build
         self.processes = processes
         self.workers = workers
         self.host = host
         self.options = options
+        self.key = key
+        """Signs the errors the tasks carry to the driver (see ``_MARKED``)."""
 
     def __call__(self, partition: Iterable[int]) -> Iterator[tuple[int, list[Any]]]:
         from pyspark import BarrierTaskContext
@@ -148,7 +161,7 @@ class _Task:
             host = self.host() if callable(self.host) else self.host or _task_host(context, index)
             held = _hold_port(host)
         except Exception as error:
-            raise _carry(error, index, self.processes) from error
+            raise _carry(error, index, self.processes, self.key) from error
         try:
             addresses, secret = self._meet(context, index, f"{host}:{held.getsockname()[1]}")
             if not _SHARE_BOUND_PORT:
@@ -160,7 +173,7 @@ class _Task:
                 # most likely an echo of a peer's failure ("process 1 failed: ..."): give that peer's own task
                 # time to fail first, so that its error, not the echo, is the one Spark reports
                 time.sleep(ECHO_DELAY)
-            raise _carry(error, index, self.processes) from error
+            raise _carry(error, index, self.processes, self.key) from error
         finally:
             held.close()
         yield index, results
@@ -220,7 +233,8 @@ def run_on_spark(
                          f"{sc.master!r} has {slots}: use local[{processes}] or more")
     options: dict[str, Any] = {"connect_timeout": connect_timeout, "peer_timeout": peer_timeout, "pickle": pickle,
                                "loop": loop}
-    task = _Task(build, processes, workers, host, options)
+    key = secrets.token_bytes(32)
+    task = _Task(build, processes, workers, host, options, key)
     tag = f"aiotimely-{secrets.token_hex(8)}"
     timed_out = threading.Event()
 
@@ -240,7 +254,7 @@ def run_on_spark(
         if timed_out.is_set():
             raise TimeoutError(f"the aiotimely computation on Spark did not end within {timeout:g} s; "
                                "its job was cancelled") from spark_error
-        error = _recover(spark_error)
+        error = _recover(spark_error, key)
         if error is None:
             raise
         error.add_note("(raised in an aiotimely process that run_on_spark ran as a Spark barrier task; the Spark "

@@ -232,6 +232,36 @@ def test_the_held_port_is_nobody_elses_but_the_cluster_can_listen_on_it():
         held.close()
 
 
+class _Planted:
+    """Unpickling one runs code on the driver: what a forged blob in an error's text would do."""
+    ran = False
+
+    def __reduce__(self):
+        return (_Planted._run, ())
+
+    @staticmethod
+    def _run():
+        _Planted.ran = True
+        return ValueError("forged")
+
+
+def test_only_an_error_signed_with_the_runs_key_is_unpickled_on_the_driver():
+    import base64
+    import pickle
+
+    key, other = os.urandom(32), os.urandom(32)
+    forged = base64.b64encode(pickle.dumps(_Planted())).decode()
+    real = spark_cluster._carry(at.DataflowError("operator 'Map' failed"), 1, 3, key)
+    # a user's error whose text (a record, say) looks like a carried error, before the real one in Spark's text
+    text = (f"ValueError: bad record 'aiotimely-error:{'0' * 64}:{forged}'\n"
+            f"{spark_cluster._carry(ValueError('x'), 2, 3, other)}\n{real}")
+    recovered = spark_cluster._recover(RuntimeError(text), key)
+    assert isinstance(recovered, at.DataflowError) and str(recovered) == "operator 'Map' failed"
+    assert not _Planted.ran
+    assert spark_cluster._recover(RuntimeError(text), os.urandom(32)) is None   # nothing signed with this key
+    assert not _Planted.ran
+
+
 def test_without_pyspark_run_on_spark_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(ImportError, match=r"pip install 'aiotimely\[spark\]'"):
