@@ -4,10 +4,11 @@ Stateless batch operators (map, filter, flat_map, inspect, ...) applied one afte
 another on the same worker, with no exchange between them, are built as the stages of
 one :class:`FusedChain`: one operator, one location in the progress graph, one loop
 over each batch, whatever the chain's length. Every stage passes times unchanged, so
-the chain's one input and one output carry the progress of all of them exactly: what
-enters the chain is counted consumed at its input, what any stage sends on is counted
-produced at its output. A stream taken from the middle of the chain (a tee) is fed
-from that stage, and counted at the chain's output too.
+the chain's one input and its outputs carry the progress of all of them exactly: what
+enters the chain is counted consumed at its input, what a stage sends on is counted
+produced at that stage's output. Only stages whose streams have consumers get an
+output: the last stage usually, and a stage a stream is taken from (a tee), which gets
+one of its own, since every consumer of an output must get the same batches.
 
 A chain fed on the same worker by an operator of its scope does not get its batches
 through a mailbox and an activation of its own either: the producer's push calls it
@@ -24,7 +25,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import CapabilityError, DataflowError
-from ..progress import ChangeBatch, Source
+from ..progress import Source
 from .channels import push_to_all
 
 if TYPE_CHECKING:
@@ -62,15 +63,15 @@ class Stage:
     """One operator of a fused chain: its name, its function over batches, and the consumers of what it sends
     (the stream it makes: a :class:`~aiotimely.dataflow.stream.Tee`), fed from an output of the chain's own."""
 
-    __slots__ = ("chain", "name", "transform", "pushers", "produced")
+    __slots__ = ("chain", "name", "transform", "pushers", "output")
 
     def __init__(self, chain: FusedChain, name: str, transform: Transform) -> None:
         self.chain = chain
         self.name = name
         self.transform = transform
         self.pushers: list[Pusher] = []
-        self.produced: ChangeBatch[Any] | None = None
-        """Where what the stage sends is counted: its output's, once it has consumers."""
+        self.output: OutputPort | None = None
+        """The chain's output that counts what the stage sends, once its stream has consumers."""
 
     def claim_source(self) -> Source:
         """The chain's output this stage's stream comes from, taken when the stream is first consumed."""
@@ -94,7 +95,8 @@ class FusedChain:
         self._input = input
         self._ran = ran
         """Where a fused chain notes that it ran: the scope collects the progress of the chains that ran."""
-        self._claimed: dict[Stage, OutputPort] = {}
+        self._claimed = 0
+        """How many of the chain's outputs stages have taken."""
 
     def add(self, name: str, transform: Transform) -> Stage:
         """A new last stage; its pushers are its stream's consumers."""
@@ -103,7 +105,7 @@ class FusedChain:
         return stage
 
     def claim_output(self, stage: Stage) -> Source:
-        port = self._claimed.get(stage)
+        port = stage.output
         if port is None:
             op = self.op
             if self._claimed:
@@ -112,8 +114,8 @@ class FusedChain:
                 op.progress.transparent = False  # (only a one-input, one-output operator can be)
             else:
                 port = op.outputs[0]
-            self._claimed[stage] = port
-            stage.produced = port.produced
+            self._claimed += 1
+            stage.output = port
         return Source(self.op.index, port.index)
 
     @property
@@ -151,7 +153,7 @@ class FusedChain:
                 return
             pushers = stage.pushers
             if pushers:
-                stage.produced.update(time, len(batch))  # type: ignore[union-attr]
+                stage.output.produced.update(time, len(batch))  # type: ignore[union-attr]
                 if stage is last:
                     push_to_all(pushers, time, batch)
                 else:  # the next stage goes on with this batch: consumers get their own copies

@@ -86,7 +86,7 @@ def test_planted_bugs_in_fusion_are_caught(monkeypatch, bug):
         real_init(self, op, input, ran)
 
     def one_output(self, stage):                # every stage's consumers on output 0: counted once per edge,
-        stage.produced = self.op.outputs[0].produced   # so each consumer is owed what another one got
+        stage.output = self.op.outputs[0]       # so each consumer is owed what another one got
         return at.progress.Source(self.op.index, 0)
 
     if bug == "tees-share-one-output":
