@@ -1,0 +1,1 @@
+"""Helpers for testing dataflows: run on 1..N workers and processes, collect outputs per time, test sources."""
