@@ -79,6 +79,7 @@ class OperatorBuilder:
         pusher, mailbox, channel = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame,
                                                 source=stream.source, target=target, fed=attach)
         op.channels.append(channel)
+        op.pacts.append("broadcast" if broadcast else "exchange" if exchange is not None else "pipeline")
         if attach:
             stream.attach(pusher)
         inp = InputPort(op, port, mailbox)

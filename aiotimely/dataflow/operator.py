@@ -53,7 +53,7 @@ class OperatorRuntime:
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
-        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "chain", "__weakref__",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -86,6 +86,8 @@ class OperatorRuntime:
         self._dirty_ports: list[OutputPort] = []
         self.channels: list[tuple[int, int]] = []
         """The channel feeding each input (for the log's received messages)."""
+        self.pacts: list[str] = []
+        """How each input is fed: ``"pipeline"`` (this worker's records), ``"exchange"`` or ``"broadcast"``."""
         self.chain: FusedChain | None = None
         """The stages this operator runs, if it is a chain of stateless operators (:mod:`.fusion`)."""
         log = self.worker.logging

@@ -281,6 +281,10 @@ class Scheduler:
         probe's ``wait_beyond`` / ``wait_done``."""
         return bool(self._done_waiters or self._stepping or self._waiters)
 
+    def dataflows(self) -> list[Schedule]:
+        """The dataflows this worker runs that are not complete yet, in the order they were built."""
+        return [self._dataflows[i] for i in sorted(self._dataflows)]
+
     def blockers(self) -> list[str]:
         """What keeps this worker's dataflows from completing, in words."""
         return [line for dataflow in self._dataflows.values() for line in dataflow.blockers()]

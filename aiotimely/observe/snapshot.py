@@ -1,0 +1,230 @@
+"""A worker's dataflows as they are right now: the graph, each input's frontier, the capabilities each operator
+holds, what waits in its queues, and which operators hold time back.
+
+:func:`snapshot` reads the live runtime without changing it (nothing is counted or
+scheduled), so the metrics exporter, the live page and :func:`~aiotimely.observe.dot.to_dot`
+can all call it as often as they like. The views are plain dataclasses whose times
+are the dataflow's own objects; :meth:`WorkerView.as_json` gives the same with
+times as strings, for a page or a file.
+
+Ids: an operator or a scope is named by its path (dataflow index, then child
+indices) joined with dots, ``"0.3"`` or ``"0.2.1"``; unique on a worker and the
+same on every worker. Inside a scope, node 0 of its progress graph is the scope's
+own boundary, so an edge whose ``source`` or ``target`` is a scope's id enters or
+leaves that scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..dataflow.operator import OperatorRuntime
+from ..dataflow.scope import Scope
+from ..progress import Antichain, Source, Target
+from ..worker.scheduler import Scheduler
+
+__all__ = ["DataflowView", "EdgeView", "InputView", "OperatorView", "OutputView", "ScopeView", "WorkerView",
+           "node_id", "snapshot"]
+
+
+def node_id(path: tuple[int, ...]) -> str:
+    """The id of the operator or scope at ``path``: its indices joined with dots."""
+    return ".".join(map(str, path))
+
+
+@dataclass(slots=True)
+class InputView:
+    """One operator input: its frontier (the times that may still arrive), what waits in its queue, how it is
+    fed (``pact``: ``"pipeline"``, ``"exchange"`` or ``"broadcast"``), and the batches taken so far."""
+
+    port: int
+    frontier: list[Any]
+    queued_batches: int
+    queued_records: int
+    queued_times: list[Any]
+    pact: str
+    taken: int
+
+
+@dataclass(slots=True)
+class OutputView:
+    """One operator output and the times of the capabilities the operator holds on it."""
+
+    port: int
+    capabilities: list[Any]
+
+
+@dataclass(slots=True)
+class OperatorView:
+    """One operator: where it is, its ports, whether it finished, and whether it holds time back (it holds a
+    capability or a queued batch at a time no other pointstamp of its scope is earlier than)."""
+
+    id: str
+    path: tuple[int, ...]
+    scope: str
+    name: str
+    stages: list[str] | None
+    inputs: list[InputView]
+    outputs: list[OutputView]
+    done: bool
+    holds_back: bool
+    blockers: list[str]
+
+
+@dataclass(slots=True)
+class ScopeView:
+    """A scope: the dataflow's root or a nested region (``iterative`` when its timestamps add a loop counter)."""
+
+    id: str
+    path: tuple[int, ...]
+    name: str
+    parent: str | None
+    iterative: bool
+    inputs: int
+    outputs: int
+
+
+@dataclass(slots=True)
+class EdgeView:
+    """A dataflow edge in ``scope``: output ``source_port`` of ``source`` feeds input ``target_port`` of
+    ``target`` (an id equal to ``scope`` is the scope's boundary), the target input's ``pact``."""
+
+    scope: str
+    source: str
+    source_port: int
+    target: str
+    target_port: int
+    pact: str
+
+
+@dataclass(slots=True)
+class DataflowView:
+    """One dataflow on one worker: its scopes, operators and edges, and the lower envelope (``frontier``) of the
+    times still held or in flight at its root, the time the dataflow as a whole has not passed."""
+
+    index: int
+    name: str
+    scopes: list[ScopeView]
+    operators: list[OperatorView]
+    edges: list[EdgeView]
+    frontier: list[Any]
+
+
+@dataclass(slots=True)
+class WorkerView:
+    """One worker's incomplete dataflows (complete ones are gone), and its scheduling counts."""
+
+    worker: int
+    peers: int
+    rounds: int
+    operators_run: int
+    dataflows: list[DataflowView] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The view as JSON-ready dicts and lists, every time as its ``str``."""
+        blob: dict[str, Any] = _jsonable(dataclasses.asdict(self), time_fields=_TIME_FIELDS)
+        return blob
+
+
+_TIME_FIELDS = frozenset({"frontier", "queued_times", "capabilities"})
+
+
+def _jsonable(value: Any, time_fields: frozenset[str], key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v, time_fields, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if key in time_fields:
+            return [str(t) for t in value]
+        return [_jsonable(v, time_fields) for v in value]
+    return value
+
+
+def snapshot(scheduler: Scheduler) -> WorkerView:
+    """What ``scheduler``'s worker runs right now (call it on the worker's event loop, between rounds)."""
+    view = WorkerView(scheduler.index, scheduler.peers, scheduler.rounds, scheduler.operators_run)
+    for root in scheduler.dataflows():
+        if isinstance(root, Scope):
+            view.dataflows.append(_dataflow(root))
+    return view
+
+
+def _dataflow(root: Scope[Any]) -> DataflowView:
+    scopes: list[ScopeView] = []
+    operators: list[OperatorView] = []
+    edges: list[EdgeView] = []
+    for scope in _scopes(root):
+        sid = node_id(scope.path)
+        progress = scope.progress
+        scopes.append(ScopeView(
+            sid, scope.path, scope.name, None if scope.parent is None else node_id(scope.parent.path),
+            scope.refinement.kind == "iterative",
+            progress.inputs if progress is not None else 0, progress.outputs if progress is not None else 0,
+        ))
+        edges.extend(_edges(scope, sid))
+        ops = [child for child in scope.children.values() if isinstance(child, OperatorRuntime)]
+        minimal = _lower_envelope(scope, ops)
+        operators.extend(_operator(op, sid, minimal) for op in ops)
+    held = [t for op in operators if op.scope == node_id(root.path) for o in op.outputs for t in o.capabilities]
+    queued = [t for op in operators if op.scope == node_id(root.path) for i in op.inputs for t in i.queued_times]
+    frontier = Antichain(held + queued, less_equal=root.ttype.less_equal)
+    return DataflowView(root.dataflow.index, root.dataflow.name, scopes, operators, edges,
+                        sorted(frontier.elements, key=repr))
+
+
+def _scopes(scope: Scope[Any]) -> Iterator[Scope[Any]]:
+    yield scope
+    for child in scope.children.values():
+        if isinstance(child, Scope):
+            yield from _scopes(child)
+
+
+def _edges(scope: Scope[Any], sid: str) -> Iterator[EdgeView]:
+    if scope.progress is not None:
+        pairs: list[tuple[Source, Target]] = [(s, t) for s, ts in scope.progress.graph.edges.items() for t in ts]
+    else:
+        pairs = []
+    for source, target in pairs:
+        target_child = scope.children.get(target.node)
+        pact = "pipeline"
+        if isinstance(target_child, OperatorRuntime) and target.port < len(target_child.pacts):
+            pact = target_child.pacts[target.port]
+        yield EdgeView(sid, _child_id(scope, source.node), source.port, _child_id(scope, target.node), target.port,
+                       pact)
+
+
+def _child_id(scope: Scope[Any], node: int) -> str:
+    return node_id(scope.path if node == 0 else scope.path + (node,))
+
+
+def _pointstamps(op: OperatorRuntime) -> list[Any]:
+    times = [t for _, t in op.held_capabilities()]
+    for port in op.inputs:
+        times.extend(t for t, _ in port._queue)
+    return times
+
+
+def _lower_envelope(scope: Scope[Any], ops: list[OperatorRuntime]) -> Antichain[Any]:
+    """The minimal times among every capability held and batch queued in ``scope``."""
+    return Antichain((t for op in ops if not op.done for t in _pointstamps(op)), less_equal=scope.ttype.less_equal)
+
+
+def _operator(op: OperatorRuntime, sid: str, minimal: Antichain[Any]) -> OperatorView:
+    inputs = []
+    progress = op.scope.progress
+    for port in op.inputs:
+        queue = list(port._queue)
+        # the tracker's frontier is current; the port's is as of the operator's last activation
+        frontier = progress.frontier(Target(op.index, port.port)) if progress is not None else port.frontier
+        inputs.append(InputView(
+            port.port, sorted(frontier.elements, key=repr), len(queue), sum(len(batch) for _, batch in queue),
+            sorted({t for t, _ in queue}, key=repr), op.pacts[port.port] if port.port < len(op.pacts) else "pipeline",
+            port.taken,
+        ))
+    outputs = [OutputView(o, sorted({t for out, t in op.held_capabilities() if out == o}, key=repr))
+               for o in range(len(op.outputs))]
+    holds_back = not op.done and any(t in minimal.elements for t in _pointstamps(op))
+    stages = [stage.name for stage in op.chain.stages] if op.chain is not None else None
+    return OperatorView(node_id(op.path), op.path, sid, op.name, stages, inputs, outputs, op.done, holds_back,
+                        op.blockers())
