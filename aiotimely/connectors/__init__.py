@@ -1,7 +1,7 @@
 """Layer 5: connectors — how data gets in and out.
 
-``aiter`` (async iterators and async callables), ``threads`` (blocking callables) and ``events`` (captured streams over TCP,
-``EventWriter``/``EventReader``) need nothing more; ``kafka``,
+``aiter`` (async iterators and async callables), ``threads`` (blocking callables) and ``events``
+(captured streams over TCP, ``EventWriter``/``EventReader``) need nothing more; ``kafka``,
 ``websockets`` and ``spark`` need their extras: ``pip install 'aiotimely[kafka]'``,
 ``[websockets]``, ``[spark]``, or ``[all]``.
 """
