@@ -55,6 +55,8 @@ from .execution import execute_async as execute_async
 from .execution import execute_from_args as execute_from_args
 from .stream import Stream as Stream
 from .stream import concatenate as concatenate
+from .observe.dot import to_dot as to_dot
+from .observe.dot import to_mermaid as to_mermaid
 from .dataflow.sequencer import Barrier as Barrier
 from .dataflow.sequencer import Sequencer as Sequencer
 from .worker.logging import CapabilityEvent as CapabilityEvent
@@ -82,7 +84,7 @@ __all__ = [
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
     "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
-    "route", "source", "to_stream",
+    "route", "source", "to_stream", "to_dot", "to_mermaid",
     "Agg", "Aggregation", "Sessions", "Sliding", "Tumbling", "WindowSpec",
     "Barrier", "Sequencer", "LogRegistry", "Logger", "TimelyEvent", "StartStop", "OperatesEvent", "ChannelsEvent",
     "ScheduleEvent", "MessagesEvent", "ProgressEvent", "PushProgressEvent", "CapabilityEvent", "ShutdownEvent",

@@ -7,6 +7,10 @@ can all call it as often as they like. The views are plain dataclasses whose tim
 are the dataflow's own objects; :meth:`WorkerView.as_json` gives the same with
 times as strings, for a page or a file.
 
+A dataflow still being built (inside ``build``, before ``worker.dataflow`` returns) can
+be seen with :func:`dataflow_view` on any of its scopes: its graph so far, with
+no frontiers yet.
+
 Ids: an operator or a scope is named by its path (dataflow index, then child
 indices) joined with dots, ``"0.3"`` or ``"0.2.1"``; unique on a worker and the
 same on every worker. Inside a scope, node 0 of its progress graph is the scope's
@@ -26,7 +30,7 @@ from ..progress import Antichain, Source, Target
 from ..worker.scheduler import Scheduler
 
 __all__ = ["DataflowView", "EdgeView", "InputView", "OperatorView", "OutputView", "ScopeView", "WorkerView",
-           "node_id", "snapshot"]
+           "dataflow_view", "node_id", "snapshot"]
 
 
 def node_id(path: tuple[int, ...]) -> str:
@@ -89,7 +93,8 @@ class ScopeView:
 @dataclass(slots=True)
 class EdgeView:
     """A dataflow edge in ``scope``: output ``source_port`` of ``source`` feeds input ``target_port`` of
-    ``target`` (an id equal to ``scope`` is the scope's boundary), the target input's ``pact``."""
+    ``target`` (an id equal to ``scope`` is the scope's boundary), the target input's ``pact``; ``feedback``
+    when ``source`` is a loop's feedback operator (the edge goes round the loop, to the next iteration)."""
 
     scope: str
     source: str
@@ -97,6 +102,7 @@ class EdgeView:
     target: str
     target_port: int
     pact: str
+    feedback: bool = False
 
 
 @dataclass(slots=True)
@@ -150,17 +156,23 @@ def snapshot(scheduler: Scheduler) -> WorkerView:
     return view
 
 
+def dataflow_view(scope: Scope[Any]) -> DataflowView:
+    """The dataflow ``scope`` belongs to (any of its scopes), whole, as it is now: built and running (as in
+    :func:`snapshot`), or still being built, when it shows the operators and edges made so far."""
+    return _dataflow(scope.dataflow.root)
+
+
 def _dataflow(root: Scope[Any]) -> DataflowView:
     scopes: list[ScopeView] = []
     operators: list[OperatorView] = []
     edges: list[EdgeView] = []
     for scope in _scopes(root):
         sid = node_id(scope.path)
-        progress = scope.progress
+        shape = scope.progress if scope.progress is not None else scope._builder
         scopes.append(ScopeView(
             sid, scope.path, scope.name, None if scope.parent is None else node_id(scope.parent.path),
             scope.refinement.kind == "iterative",
-            progress.inputs if progress is not None else 0, progress.outputs if progress is not None else 0,
+            shape.inputs if shape is not None else 0, shape.outputs if shape is not None else 0,
         ))
         edges.extend(_edges(scope, sid))
         ops = [child for child in scope.children.values() if isinstance(child, OperatorRuntime)]
@@ -181,8 +193,11 @@ def _scopes(scope: Scope[Any]) -> Iterator[Scope[Any]]:
 
 
 def _edges(scope: Scope[Any], sid: str) -> Iterator[EdgeView]:
+    pairs: list[tuple[Source, Target]]
     if scope.progress is not None:
-        pairs: list[tuple[Source, Target]] = [(s, t) for s, ts in scope.progress.graph.edges.items() for t in ts]
+        pairs = [(s, t) for s, ts in scope.progress.graph.edges.items() for t in ts]
+    elif scope._builder is not None:  # still being built: the edges made so far
+        pairs = list(scope._builder._edges)
     else:
         pairs = []
     for source, target in pairs:
@@ -190,8 +205,10 @@ def _edges(scope: Scope[Any], sid: str) -> Iterator[EdgeView]:
         pact = "pipeline"
         if isinstance(target_child, OperatorRuntime) and target.port < len(target_child.pacts):
             pact = target_child.pacts[target.port]
+        source_child = scope.children.get(source.node)
+        feedback = isinstance(source_child, OperatorRuntime) and not source_child.bounded  # only loops are unbounded
         yield EdgeView(sid, _child_id(scope, source.node), source.port, _child_id(scope, target.node), target.port,
-                       pact)
+                       pact, feedback)
 
 
 def _child_id(scope: Scope[Any], node: int) -> str:
