@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence, TypeVar, overload
 
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
+from .comm.tls import TLSOption
 from .dataflow.scope import BuildContext, Dataflow, Scope
 from .dataflow.state import StateStore
 from .errors import ClusterError
@@ -153,6 +154,7 @@ def execute(
     connect_timeout: float | None = None,
     peer_timeout: float | None = None,
     recovery: StateStore | None = None,
+    tls: TLSOption = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -173,11 +175,13 @@ def execute(
     ``loop`` picks the event loop: ``"auto"`` (uvloop if installed), ``"uvloop"``,
     ``"asyncio"``. With ``recovery`` (an :class:`aiotimely.recovery.Recovery`), the dataflows are
     snapshotted and resume from their latest complete snapshot (the user guide's "Recovery").
+    ``tls`` (an :class:`aiotimely.comm.tls.TLSConfig`; default from ``AIOTIMELY_TLS_*``, ``False``: none)
+    encrypts the connections between processes (docs/security.md).
     """
     result: list[Any] = run(execute_async(build, workers=workers, processes=processes, process=process,
                                           addresses=addresses, secret=secret, pickle=pickle,
                                           connect_timeout=connect_timeout, peer_timeout=peer_timeout,
-                                          recovery=recovery), loop)
+                                          recovery=recovery, tls=tls), loop)
     return result
 
 
@@ -193,6 +197,7 @@ async def execute_async(
     connect_timeout: float | None = None,
     peer_timeout: float | None = None,
     recovery: StateStore | None = None,
+    tls: TLSOption = None,
 ) -> list[Any]:
     """:func:`execute` on the running event loop."""
     if workers < 1:
@@ -209,7 +214,8 @@ async def execute_async(
         if peer_timeout is None:
             peer_timeout = float(os.environ.get("AIOTIMELY_PEER_TIMEOUT", "10"))
         cluster = Cluster(addresses, process, workers, shared_secret(secret, "a computation over several processes"),
-                          allow_pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout)
+                          allow_pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout,
+                          tls=tls)
         try:
             await cluster.start()
         except BaseException:

@@ -21,6 +21,11 @@ event loop is blocked that long by one operator looks the same: keep blocking
 work off the loop, or raise the timeout). Silence while this process itself was
 blocked does not count. A connection
 that fails the handshake is logged and closed; the cluster goes on.
+
+With ``tls`` (:mod:`.tls`; by default from ``AIOTIMELY_TLS_*``) every connection is
+TLS, the handshake inside it: a peer that fails TLS (plaintext, or a certificate not
+trusted) is refused and logged like one that fails the handshake, while a dialer
+whose TLS handshake fails ends the start with an error naming the peer.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from .framing import ALL, HEADER, MAX_FRAME, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
 from .local import LocalFabric, Mailbox
+from .tls import TLSError, TLSOption, resolve, serve
 
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
@@ -65,6 +71,7 @@ class Cluster(LinkHandler):
         allow_pickle: bool = False,
         connect_timeout: float = 30.0,
         peer_timeout: float = 10.0,
+        tls: TLSOption = None,
     ) -> None:
         self.addresses = [parse_address(a) for a in addresses]
         self.processes = len(addresses)
@@ -92,6 +99,10 @@ class Cluster(LinkHandler):
         self._bye_waiter: asyncio.Future[None] | None = None
         self._closing = False
         self._silent: set[int] = set()
+        self.tls = resolve(tls)
+        """The TLS configuration, or ``None`` for plain TCP."""
+        self._tls_server = self.tls.server_context() if self.tls is not None else None
+        self._tls_client = self.tls.client_context() if self.tls is not None else None
 
     def process_of(self, worker: int) -> int:
         return worker // self.workers
@@ -114,9 +125,9 @@ class Cluster(LinkHandler):
         loop = asyncio.get_running_loop()
         host, port = self.addresses[self.index]
         try:
-            self._server = await loop.create_server(
+            self._server = await serve(
                 lambda: Link(Acceptor(self.secret, self.processes, self.index, self._may_dial_in), self),
-                host, port, reuse_address=True)
+                host, port, self._tls_server, name=self.name, log=log, reuse_address=True)
         except OSError as e:
             raise ClusterError(f"process {self.index} cannot listen on {host}:{port}: {e}") from None
         all_connected = self._all_connected = loop.create_future()
@@ -142,15 +153,20 @@ class Cluster(LinkHandler):
                                f"within {self.connect_timeout:g} s")
 
     async def _dial(self, peer: int) -> None:
-        await connect(lambda: Link(Dialer(self.secret, self.processes, self.index, peer), self),
-                      self.addresses[peer], log=log)
+        try:
+            await connect(lambda: Link(Dialer(self.secret, self.processes, self.index, peer), self),
+                          self.addresses[peer], log=log, tls=self._tls_client)
+        except TLSError as e:
+            host, port = self.addresses[peer]
+            self._fail(TLSError(f"process {self.index} cannot connect to process {peer} at {host}:{port}: {e}"))
 
     def _may_dial_in(self, peer: int) -> bool:
         return peer > self.index and peer not in self.connections and not self._closing
 
     def link_established(self, conn: Link) -> None:
         self.connections[conn.process] = conn
-        log.debug("process %d connected to process %d", self.index, conn.process)
+        host, port = self.addresses[conn.process]
+        log.info("process %d connected to process %d (%s:%d)", self.index, conn.process, host, port)
         waiter = self._all_connected
         if len(self.connections) == self.processes - 1 and waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -206,9 +222,13 @@ class Cluster(LinkHandler):
     def link_lost(self, conn: Link, exc: Exception | None) -> None:
         if self.connections.get(conn.process) is conn:
             del self.connections[conn.process]
-        if conn.process in self._byes or self._closing:
-            return
         host, port = self.addresses[conn.process]
+        if conn.process in self._byes or self._closing:
+            log.info("process %d: the connection to process %d (%s:%d) closed (%d bytes sent, %d received)",
+                     self.index, conn.process, host, port, conn.bytes_sent, conn.bytes_received)
+            return
+        log.warning("process %d lost its connection to process %d (%s:%d)%s", self.index, conn.process, host, port,
+                    f": {exc}" if exc else "")
         reason = f": {exc}" if exc else ""
         self._fail(ClusterError(f"process {conn.process} ({host}:{port}) closed its connection before finishing"
                                 f"{reason}; it probably died"))

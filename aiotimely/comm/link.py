@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ClusterError
 from .framing import MAX_FRAME, Frame, FrameDecoder, FrameError
 from .handshake import Acceptor, Dialer, HandshakeError
+from .tls import TLS_TO_PLAINTEXT, TLSError, dial, looks_like_tls
 
-__all__ = ["Link", "LinkHandler", "connect", "parse_address", "HANDSHAKE_TIMEOUT", "HANDSHAKE_MAX_FRAME"]
+__all__ = ["Link", "LinkHandler", "LinkStatistics", "connect", "parse_address", "HANDSHAKE_TIMEOUT",
+           "HANDSHAKE_MAX_FRAME"]
 
 HANDSHAKE_TIMEOUT = 5.0
 HANDSHAKE_MAX_FRAME = 4096  # nobody unauthenticated gets to make us buffer more than this
@@ -30,6 +34,18 @@ def parse_address(address: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ClusterError(f"address {address!r} is not host:port")
     return host or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStatistics:
+    """The traffic of one connection: bytes and frames (one per :meth:`Link.send`), sent and received, to and from
+    process ``peer`` (``None`` before the handshake said who it is)."""
+
+    peer: int | None
+    bytes_sent: int
+    bytes_received: int
+    frames_sent: int
+    frames_received: int
 
 
 class LinkHandler:
@@ -71,6 +87,13 @@ class Link(asyncio.Protocol):
         self.last_heard = loop.time()
         """When bytes last arrived from the peer (loop time)."""
         self._timer: asyncio.TimerHandle | None = None
+        self.bytes_sent = self.bytes_received = self.frames_sent = self.frames_received = 0
+        """Traffic on this connection, handshake included (see :meth:`statistics`)."""
+
+    def statistics(self) -> LinkStatistics:
+        """The bytes and frames this connection has sent and received so far, with the peer's process index."""
+        return LinkStatistics(self.peer, self.bytes_sent, self.bytes_received, self.frames_sent,
+                              self.frames_received)
 
     @property
     def peer(self) -> int | None:
@@ -92,10 +115,14 @@ class Link(asyncio.Protocol):
         transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)  # type: ignore[attr-defined]
         self._timer = asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
         if isinstance(self.shake, Dialer):
-            transport.write(self.shake.start())  # type: ignore[attr-defined]
+            hello = self.shake.start()
+            self.bytes_sent += len(hello)
+            self.frames_sent += 1
+            transport.write(hello)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
         self.last_heard = asyncio.get_running_loop().time()
+        self.bytes_received += len(data)
         decoder = self.decoder
         decoder.append(data)
         received = self.handler.frame_received
@@ -105,10 +132,12 @@ class Link(asyncio.Protocol):
             try:
                 frame = decoder.next_frame()
             except FrameError as e:
-                self.reject(f"malformed frames: {e}")
+                self.reject(TLS_TO_PLAINTEXT if not self.established and looks_like_tls(data)
+                            else f"malformed frames: {e}")
                 return
             if frame is None:
                 return
+            self.frames_received += 1
             if self.established:
                 received(self, frame)
             else:
@@ -188,6 +217,8 @@ class Link(asyncio.Protocol):
     def send(self, data: bytes) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
+            self.bytes_sent += len(data)
+            self.frames_sent += 1
             transport.write(data)
 
     def congested(self) -> bool:
@@ -203,17 +234,22 @@ class Link(asyncio.Protocol):
 
 
 async def connect(factory: Callable[[], Link], address: tuple[str, int], *, deadline: float | None = None,
-                  log: logging.Logger | None = None) -> Link:
+                  log: logging.Logger | None = None, tls: ssl.SSLContext | None = None) -> Link:
     """Dial ``address`` and wait for the handshake, retrying with backoff while the peer is not up yet
-    (it may still be starting); past ``deadline`` (loop time) the last error is raised."""
+    (it may still be starting); past ``deadline`` (loop time) the last error is raised. With ``tls`` (a client
+    context, :mod:`.tls`) the connection is TLS; a failed TLS handshake raises :class:`.tls.TLSError` at once."""
     loop = asyncio.get_running_loop()
     host, port = address
     delay = 0.02
     while True:
         try:
+            if tls is not None:
+                return await dial(factory, host, port, tls)
             _, link = await loop.create_connection(factory, host, port)
             await link.ready
             return link
+        except TLSError:
+            raise  # something listens, and TLS with it failed: trying again would fail again
         except (OSError, ClusterError) as e:
             if deadline is not None and loop.time() > deadline:
                 raise
