@@ -1,0 +1,111 @@
+"""Run a dataflow on one or more workers of this process and collect what its output streams carried, by time.
+
+``build(scope)`` builds the dataflow on each worker and returns the stream to
+collect (or a dict of named streams); every worker captures its share, and the
+result merges them: an :class:`~aiotimely.testing.Outputs` (records by time, and the
+final frontier). A run that does not complete within ``timeout`` seconds fails
+with :class:`DataflowTimeout`, showing what was collected and where the frontier
+stopped, instead of hanging the test suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Union, overload
+
+from ..dataflow.capture import Captured, capture
+from ..execution import Worker, execute_async
+from ..worker.loop import run
+from .outputs import Outputs
+
+if TYPE_CHECKING:
+    from ..dataflow import Scope
+    from ..stream import Stream
+
+__all__ = ["run_dataflow", "run_dataflow_async", "DataflowTimeout", "Build", "collect", "merge"]
+
+TIMEOUT = 60.0
+"""Seconds a test run may take by default before it fails with :class:`DataflowTimeout`."""
+
+Build = Callable[["Scope[Stream[Any]]"], Union["Stream[Any]", Mapping[str, "Stream[Any]"]]]
+"""A dataflow under test: ``build(scope)`` returns the stream to collect, or a dict of named streams."""
+
+
+class DataflowTimeout(TimeoutError):
+    """A test run did not complete in time; the message shows what was collected and the frontiers reached."""
+
+
+def collect(result: Any, where: str = "build") -> dict[str | None, Captured]:
+    """Capture the stream(s) a build function returned, on this worker: ``{None: capture}`` for one stream,
+    ``{name: capture}`` for a dict of them."""
+    from ..dataflow.stream import StreamCore
+
+    if isinstance(result, StreamCore):
+        return {None: capture(result)}
+    if isinstance(result, Mapping) and result and all(isinstance(s, StreamCore) for s in result.values()):
+        return {str(name): capture(stream) for name, stream in result.items()}
+    raise TypeError(f"{where} returned {result!r}: a dataflow under test must return the stream to collect, "
+                    "or a dict of named streams")
+
+
+def merge(per_worker: Mapping[int, Mapping[str | None, Any]], minimum: Any = 0) -> Any:
+    """The :class:`Outputs` of every worker's captures merged (a dict of them, by name, for named streams)."""
+    names = next(iter(per_worker.values())).keys() if per_worker else [None]
+    merged = {name: Outputs.from_events({w: captures[name] for w, captures in per_worker.items()}, minimum)
+              for name in names}
+    return merged[None] if list(merged) == [None] else merged
+
+
+@overload
+def run_dataflow(build: Callable[[Scope[Stream[Any]]], Stream[Any]], *, workers: int = 1, timestamp: Any = int,
+                 timeout: float = TIMEOUT, loop: str = "auto") -> Outputs: ...
+
+
+@overload
+def run_dataflow(build: Callable[[Scope[Stream[Any]]], Mapping[str, Stream[Any]]], *, workers: int = 1,
+                 timestamp: Any = int, timeout: float = TIMEOUT, loop: str = "auto") -> dict[str, Outputs]: ...
+
+
+def run_dataflow(build: Build, *, workers: int = 1, timestamp: Any = int, timeout: float = TIMEOUT,
+                 loop: str = "auto") -> Any:
+    """Build the dataflow with ``build(scope)`` on ``workers`` workers of this process, run it to completion,
+    and return what the returned stream carried (:class:`Outputs`), or a dict of them for a dict of streams.
+
+    ``timestamp`` is the dataflow's timestamp type; ``loop`` the event loop (as for :func:`aiotimely.execute`).
+    Raises what the dataflow raised, or :class:`DataflowTimeout` after ``timeout`` seconds."""
+    return run(run_dataflow_async(build, workers=workers, timestamp=timestamp, timeout=timeout), loop)
+
+
+async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any = int,
+                             timeout: float = TIMEOUT) -> Any:
+    """:func:`run_dataflow` on the running event loop (an ``async`` test's)."""
+    captures: dict[int, dict[str | None, Captured]] = {}
+    where = getattr(build, "__qualname__", repr(build))
+    minimum: list[Any] = [0]
+
+    def on_worker(worker: Worker) -> None:
+        def make(scope: Scope[Stream[Any]]) -> None:
+            minimum[0] = scope.ttype.minimum
+            captures[worker.index] = collect(build(scope), where)
+
+        name = getattr(build, "__name__", "")
+        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp)
+
+    try:
+        await asyncio.wait_for(execute_async(on_worker, workers=workers), timeout)
+    except TimeoutError:
+        so_far = merge(captures, minimum[0]) if captures else None
+        raise DataflowTimeout(_timeout_message(where, workers, timeout, so_far)) from None
+    return merge(captures, minimum[0])
+
+
+def _timeout_message(where: str, workers: int, timeout: float, so_far: Any) -> str:
+    lines = [f"the dataflow of {where} on {workers} worker{'s' if workers != 1 else ''} did not complete within "
+             f"{timeout} s (a source that never closes? an input left open?)"]
+    if so_far is None:
+        lines.append("it was not built yet")
+    else:
+        for name, outputs in (so_far.items() if isinstance(so_far, dict) else [(None, so_far)]):
+            lines.append(f"collected so far{'' if name is None else f' from {name!r}'}:")
+            lines.append(outputs.format("  "))
+    return "\n".join(lines)
