@@ -1,0 +1,115 @@
+"""What the live page is sent: one JSON frame with the process's workers' dataflow graph and, per operator and
+worker, its input frontiers, queues, capabilities held, rate and whether it holds time back.
+
+:class:`LiveFeed` turns :func:`~aiotimely.observe.snapshot.snapshot` of several workers
+into frames and says when one is worth sending (it differs from the last one). A
+frame has two parts: ``graph``, what the page lays out (its ``id`` changes only when
+the graph does, so the page lays it out again only then), and ``workers``, the
+live state it writes into the laid-out graph in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from ..worker.scheduler import Scheduler
+from .snapshot import DataflowView, WorkerView, snapshot
+
+__all__ = ["LiveFeed", "RATE_WINDOW"]
+
+RATE_WINDOW = 1.0
+"""Seconds over which a rate is measured: batches taken in the last second or so, per second."""
+
+
+class LiveFeed:
+    """Frames for the live page from ``schedulers`` (this process's workers), process ``process`` of
+    ``processes``."""
+
+    def __init__(self, schedulers: Sequence[Scheduler], *, process: int = 0, processes: int = 1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.schedulers = list(schedulers)
+        self.process = process
+        self.processes = processes
+        self.latest: str | None = None
+        """The last frame made, as JSON text (for a page that connects now)."""
+        self._clock = clock
+        self._history: deque[tuple[float, dict[tuple[int, str], int]]] = deque()
+
+    def frame(self) -> str | None:
+        """The frame of the workers as they are now, as JSON text, or ``None`` if it is the same as the last."""
+        views = [snapshot(s) for s in self.schedulers]
+        rates = self._rates(views)
+        graph = _graph(views)
+        blob = {
+            "process": self.process,
+            "processes": self.processes,
+            "graph": graph,
+            "workers": [_state(view, rates) for view in views],
+        }
+        text = json.dumps(blob, separators=(",", ":"))
+        if text == self.latest:
+            return None
+        self.latest = text
+        return text
+
+    def _rates(self, views: list[WorkerView]) -> dict[tuple[int, str], float]:
+        """Batches taken per second by each operator on each worker, over the last :data:`RATE_WINDOW`."""
+        now = self._clock()
+        counts = {(view.worker, op.id): sum(i.taken for i in op.inputs)
+                  for view in views for flow in view.dataflows for op in flow.operators}
+        history = self._history
+        history.append((now, counts))
+        while len(history) > 2 and now - history[1][0] >= RATE_WINDOW:
+            history.popleft()
+        then, before = history[0]
+        elapsed = now - then
+        if elapsed <= 0:
+            return {key: 0.0 for key in counts}
+        return {key: round(max(0, n - before.get(key, n)) / elapsed, 1) for key, n in counts.items()}
+
+
+def _graph(views: list[WorkerView]) -> dict[str, Any]:
+    """The dataflows' graph (every worker builds the same; a dataflow complete on one worker may still run on
+    another), with an ``id`` that changes only when the graph does."""
+    flows: dict[int, DataflowView] = {}
+    for view in views:
+        for flow in view.dataflows:
+            flows.setdefault(flow.index, flow)
+    dataflows = [{
+        "index": flow.index,
+        "name": flow.name,
+        "scopes": [{"id": s.id, "name": s.name, "parent": s.parent, "iterative": s.iterative, "inputs": s.inputs,
+                    "outputs": s.outputs} for s in flow.scopes],
+        "operators": [{"id": op.id, "scope": op.scope, "name": op.name, "stages": op.stages,
+                       "inputs": [i.pact for i in op.inputs], "outputs": len(op.outputs)} for op in flow.operators],
+        "edges": [{"scope": e.scope, "source": e.source, "source_port": e.source_port, "target": e.target,
+                   "target_port": e.target_port, "pact": e.pact, "feedback": e.feedback} for e in flow.edges],
+    } for _, flow in sorted(flows.items())]
+    text = json.dumps(dataflows, sort_keys=True)
+    return {"id": hashlib.sha1(text.encode()).hexdigest()[:16], "dataflows": dataflows}
+
+
+def _state(view: WorkerView, rates: dict[tuple[int, str], float]) -> dict[str, Any]:
+    """One worker's live state: per dataflow its frontier, per operator what the page shows beside it."""
+    blob = view.as_json()
+    dataflows = []
+    for flow in blob["dataflows"]:
+        operators = {}
+        for op in flow["operators"]:
+            operators[op["id"]] = {
+                "inputs": [{"frontier": i["frontier"], "queued_batches": i["queued_batches"],
+                            "queued_records": i["queued_records"], "taken": i["taken"]} for i in op["inputs"]],
+                "capabilities": [o["capabilities"] for o in op["outputs"]],
+                "done": op["done"],
+                "holds_back": op["holds_back"],
+                "blockers": op["blockers"],
+                "rate": rates.get((view.worker, op["id"]), 0.0),
+            }
+        dataflows.append({"index": flow["index"], "name": flow["name"], "frontier": flow["frontier"],
+                          "operators": operators})
+    return {"worker": view.worker, "peers": view.peers, "rounds": view.rounds, "operators_run": view.operators_run,
+            "dataflows": dataflows}
