@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import CapabilityError, DataflowError
 from ..progress import Source
+from ..worker.logging import MessagesEvent
 from .channels import push_to_all
 
 if TYPE_CHECKING:
@@ -125,10 +126,24 @@ class FusedChain:
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         """A batch from the producer the chain is fused into."""
-        self._input._consumed.update(time, len(batch))
+        n = len(batch)
+        self._input._consumed.update(time, n)
         self._input.taken += 1
+        self._input.records += n
         self._ran.append(self.op.index)
+        if self.op.worker.logging is not None:
+            self._log_passed(time, n)
         self.run(time, batch)
+
+    def _log_passed(self, time: Any, length: int) -> None:
+        """Log the batch handed to the chain by its producer as sent and received on the chain's input channel
+        (no mailbox and no activation of the chain's own logged it)."""
+        op = self.op
+        log, worker = op.worker.logging, op.worker.index
+        if log is not None and op.channels:
+            channel = op.channels[0]
+            log.log(MessagesEvent(True, channel, worker, worker, time, length))
+            log.log(MessagesEvent(False, channel, None, worker, time, length))
 
     def run_mailbox(self) -> None:
         """An activation of a chain fed through a mailbox: every batch waiting there."""
@@ -153,7 +168,11 @@ class FusedChain:
                 return
             pushers = stage.pushers
             if pushers:
-                stage.output.produced.update(time, len(batch))  # type: ignore[union-attr]
+                output = stage.output
+                assert output is not None
+                n = len(batch)
+                output.produced.update(time, n)
+                output.records += n
                 if stage is last:
                     push_to_all(pushers, time, batch)
                 else:  # the next stage goes on with this batch: consumers get their own copies

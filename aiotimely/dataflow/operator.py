@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time as _time
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
-from ..progress import FrontierInterest, OperatorProgress
+from ..progress import FrontierInterest, OperatorProgress, Target
 from ..worker.logging import CapabilityEvent, Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
+from ..worker.statistics import InputStatistics, OperatorStatistics
 from .channels import endpoints
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
@@ -39,6 +41,8 @@ T = TypeVar("T")
 
 log = logging.getLogger("aiotimely")
 
+_clock = _time.perf_counter
+
 Logic = Callable[[], None] | Coroutine[Any, Any, None]
 """What runs at each activation: a function (called) or a coroutine (resumed)."""
 
@@ -53,7 +57,8 @@ class OperatorRuntime:
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
-        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "__weakref__",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "activations",
+        "busy", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -90,6 +95,10 @@ class OperatorRuntime:
         """How each input is fed: ``"pipeline"`` (this worker's records), ``"exchange"`` or ``"broadcast"``."""
         self.chain: FusedChain | None = None
         """The stages this operator runs, if it is a chain of stateless operators (:mod:`.fusion`)."""
+        self.activations = 0
+        """How many times the logic ran (a statistic, as :attr:`busy` is: see :meth:`statistics`)."""
+        self.busy = 0.0
+        """Seconds the logic ran, over every activation."""
         log = self.worker.logging
         if log is not None:
             log.log(OperatesEvent(self.path, name))
@@ -328,6 +337,8 @@ class OperatorRuntime:
             return False
         if self._waiting is not None or (self._outlets and self.wait_for_room()):
             return True
+        start = _clock()
+        self.activations += 1
         self._accept_frontiers()
         self.epoch += 1
         try:
@@ -353,6 +364,8 @@ class OperatorRuntime:
             raise self._failure(exc) from exc
         except Exception as exc:
             raise self._failure(exc) from exc
+        finally:
+            self.busy += _clock() - start
         log = self.worker.logging
         if log is not None and self.inputs:
             self._log_received(log)
@@ -414,6 +427,23 @@ class OperatorRuntime:
     def may_be_woken(self) -> bool:
         """True while something outside the dataflow may still wake it: an awaited future or an activator."""
         return not self.done and (self._waiting is not None or self.externally_driven)
+
+    def statistics(self) -> OperatorStatistics:
+        """What this operator has done so far (records taken and sent, activations, busy time), what waits at its
+        inputs, and their frontiers as the scope's tracker has them now (an input port's own frontier is as of
+        the operator's last activation)."""
+        progress = self.scope.progress
+        inputs = []
+        for port in self.inputs:
+            queue = port._queue
+            frontier = (progress.frontier(Target(self.index, port.port)) if progress is not None
+                        else port.frontier)
+            channel = self.channels[port.port] if port.port < len(self.channels) else None
+            inputs.append(InputStatistics(port.port, channel, port.records, port.taken, len(queue),
+                                          sum(len(batch) for _, batch in queue), tuple(frontier.elements)))
+        return OperatorStatistics(self.scope.dataflow.name, ".".join(map(str, self.path)), self.path, self.name,
+                                  self.activations, self.busy, tuple(inputs),
+                                  tuple(out.records for out in self.outputs), self.done)
 
     def blockers(self) -> list[str]:
         """What this operator holds back, in words: capabilities held, input never drained."""

@@ -66,7 +66,8 @@ class InputPort:
     batch is counted as consumed when it is handed out.
     """
 
-    __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch", "changes", "taken")
+    __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch", "changes", "taken",
+                 "records")
 
     def __init__(self, op: OperatorRuntime, port: int, mailbox: Mailbox) -> None:
         self._op = op
@@ -81,6 +82,8 @@ class InputPort:
         """How many times the frontier has changed (so the logic can tell whether it saw the latest)."""
         self.taken = 0
         """How many batches have been taken from this input."""
+        self.records = 0
+        """How many records have been taken from this input (a statistic: see :mod:`aiotimely.observe.metrics`)."""
 
     def _bind(self, consumed: ChangeBatch[Any]) -> None:
         """Count into ``consumed`` (the operator's shared progress), once the operator is built."""
@@ -97,8 +100,10 @@ class InputPort:
         queue, consumed, op = self._queue, self._consumed, self._op
         while queue:
             time, batch = queue.popleft()
-            consumed.update(time, len(batch))
+            n = len(batch)
+            consumed.update(time, n)
             self.taken += 1
+            self.records += n
             op.current_time = time
             yield time, batch
 
@@ -424,7 +429,7 @@ class OutputPort:
     what an operator sends leaves in the order it was given, whichever session gave it.
     """
 
-    __slots__ = ("op", "index", "pushers", "produced", "tracked", "_buffer", "_time", "_owner")
+    __slots__ = ("op", "index", "pushers", "produced", "tracked", "records", "_buffer", "_time", "_owner")
 
     def __init__(self, op: OperatorRuntime, index: int) -> None:
         self.op = op
@@ -433,13 +438,17 @@ class OutputPort:
         self.produced: ChangeBatch[Any] = _UNBOUND
         self.tracked = False
         """The operator is a source keeping its position: it is told the times it sends at."""
+        self.records = 0
+        """How many records this output has sent (a statistic: see :mod:`aiotimely.observe.metrics`)."""
         self._buffer: list[Any] = []
         self._time: Any = None
         self._owner: Session | None = None
 
     def push(self, time: Any, batch: list[Any]) -> None:
         """Send ``batch`` at ``time`` to every consumer."""
-        self.produced.update(time, len(batch))
+        n = len(batch)
+        self.produced.update(time, n)
+        self.records += n
         if self.tracked:
             self.op.sent(time)
         push_to_all(self.pushers, time, batch)

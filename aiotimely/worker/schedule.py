@@ -10,12 +10,13 @@ waiters that fail with the computation, and the ``"timely"`` log.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Protocol
 
 if TYPE_CHECKING:
     from ..comm.fabric import Fabric
     from .activations import Activations
     from .logging import Logger, TimelyEvent
+    from .statistics import Counted
 
 __all__ = ["Schedule", "WorkerHandle"]
 
@@ -40,6 +41,10 @@ class Schedule(Protocol):
 
     async def close(self) -> None:
         """The computation is shutting down: stop every operator's logic, letting its cleanup run."""
+        ...
+
+    def operators(self) -> Iterator[Counted]:
+        """Every operator of the dataflow, nested scopes' too (for statistics)."""
         ...
 
 
@@ -76,6 +81,11 @@ class WorkerHandle(Protocol):
 
     def at_build_end(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` once the worker's build is over (its build function returned or its block ended)."""
+        ...
+
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn()`` when the computation is asked to stop gracefully (a source ends then; at once if it was
+        asked already); returns a function that forgets ``fn``."""
         ...
 
     def waiter(self) -> asyncio.Future[None]:

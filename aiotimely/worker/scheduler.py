@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
-from dataclasses import dataclass
+import time as _time
+from collections import deque
 from typing import Any, Callable, Coroutine
 
 from ..errors import DataflowError
@@ -26,8 +28,14 @@ from .activations import Activations
 from .computation import Computation
 from .logging import LogRegistry, Logger, ParkEvent, ScheduleEvent, ShutdownEvent, StartStop, TimelyEvent
 from .schedule import Schedule
+from .statistics import WorkerStatistics
 
-__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT", "wake_all"]
+__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT", "KEEP_FINISHED", "wake_all"]
+
+log = logging.getLogger("aiotimely.worker")
+
+KEEP_FINISHED = 16
+"""How many complete dataflows a worker keeps for :meth:`Scheduler.statistics` (the latest ones)."""
 
 CLOSE_TIMEOUT = 5.0
 """Seconds the operators of a stopping worker get to run their cleanup (``finally``, ``async with``)."""
@@ -40,17 +48,6 @@ def wake_all(waiters: list[asyncio.Future[None]]) -> None:
         fut = waiters.pop()
         if not fut.done():
             fut.set_result(None)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerStatistics:
-    """A snapshot of what a worker has done: rounds of scheduling, dataflows still running, operator runs."""
-
-    index: int
-    peers: int
-    rounds: int
-    dataflows: int
-    operators_run: int
 
 
 class Scheduler:
@@ -67,7 +64,10 @@ class Scheduler:
         self.activations = Activations(self.wake_up)
         self.operators_run = 0
         self.rounds = 0
+        self.busy = 0.0
+        """Seconds spent running rounds (a statistic: see :meth:`statistics`)."""
         self._dataflows: dict[int, Schedule] = {}
+        self._finished: deque[Schedule] = deque(maxlen=KEEP_FINISHED)
         self._next_dataflow = 0
         self._wake: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,6 +101,10 @@ class Scheduler:
     def install(self, index: int, dataflow: Schedule) -> None:
         """Run ``dataflow`` from now on, until it is complete."""
         self._dataflows[index] = dataflow
+        if log.isEnabledFor(logging.INFO):
+            names = [op.statistics().name for op in dataflow.operators()]
+            log.info("worker %d: dataflow %r (#%d) built with %d operators: %s", self.index, dataflow.name, index,
+                     len(names), ", ".join(names))
 
     # -- for dataflow code (WorkerHandle) -----------------------------------------------------
 
@@ -131,6 +135,9 @@ class Scheduler:
             fn()
         else:
             self._build_end.append(fn)
+
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        return self.computation.on_stop(fn)
 
     def waiter(self) -> asyncio.Future[None]:
         self.check_running()
@@ -181,6 +188,7 @@ class Scheduler:
         self._loop = asyncio.get_running_loop()
         self._thread_id = threading.get_ident()
         self._task = self._loop.create_task(self._main(), name=f"aiotimely-worker-{self.index}")
+        log.info("worker %d of %d started", self.index, self.peers)
 
     async def _main(self) -> None:
         computation = self.computation
@@ -250,20 +258,30 @@ class Scheduler:
 
     def _round(self) -> None:
         self.rounds += 1
+        start = _time.perf_counter()
         log = self.logging
-        for index in self.activations.take_dataflows():
-            dataflow = self._dataflows.get(index)
-            if dataflow is None:
-                continue
-            if log is not None:
-                log.log(ScheduleEvent(dataflow.path, StartStop.START))
-            if not dataflow.schedule():
-                del self._dataflows[index]
-                self.activations.forget(index)
+        try:
+            for index in self.activations.take_dataflows():
+                dataflow = self._dataflows.get(index)
+                if dataflow is None:
+                    continue
                 if log is not None:
-                    log.log(ShutdownEvent(dataflow.path))
-            if log is not None:
-                log.log(ScheduleEvent(dataflow.path, StartStop.STOP))
+                    log.log(ScheduleEvent(dataflow.path, StartStop.START))
+                if not dataflow.schedule():
+                    self._complete(index, dataflow)
+                    if log is not None:
+                        log.log(ShutdownEvent(dataflow.path))
+                if log is not None:
+                    log.log(ScheduleEvent(dataflow.path, StartStop.STOP))
+        finally:
+            self.busy += _time.perf_counter() - start
+
+    def _complete(self, index: int, dataflow: Schedule) -> None:
+        """``dataflow`` is complete: stop running it, keeping it for :meth:`statistics` a while."""
+        del self._dataflows[index]
+        self.activations.forget(index)
+        self._finished.append(dataflow)
+        log.info("worker %d: dataflow %r (#%d) complete", self.index, dataflow.name, index)
 
     def idle_for_good(self) -> bool:
         """True if nothing could ever wake this worker again: it is complete, or it waits for
@@ -356,7 +374,12 @@ class Scheduler:
                 pass
         dataflows = list(self._dataflows.values())
         self._dataflows.clear()
+        self._finished.extend(dataflows)
         self.log_registry.close()
+        if task is not None:
+            log.info("worker %d stopped after %d rounds (%d operator runs, %.3f s busy)%s", self.index, self.rounds,
+                     self.operators_run, self.busy,
+                     f", {len(dataflows)} dataflow(s) incomplete" if dataflows else "")
         if dataflows:
             loop = asyncio.get_running_loop()
             closing = [loop.create_task(dataflow.close()) for dataflow in dataflows]
@@ -367,7 +390,12 @@ class Scheduler:
                 await asyncio.wait(late, timeout=1.0)
 
     def statistics(self) -> WorkerStatistics:
-        return WorkerStatistics(self.index, self.peers, self.rounds, len(self._dataflows), self.operators_run)
+        """What this worker has done so far, with the statistics of every operator of the dataflows it runs and
+        of the last :data:`KEEP_FINISHED` complete ones (those first)."""
+        flows = list(self._finished) + self.dataflows()
+        operators = tuple(op.statistics() for flow in flows for op in flow.operators())
+        return WorkerStatistics(self.index, self.peers, self.rounds, len(self._dataflows), self.operators_run,
+                                self.busy, operators)
 
     def __repr__(self) -> str:
         return f"Scheduler(index={self.index}, peers={self.peers})"
