@@ -22,7 +22,7 @@ from .snapshot import DataflowView, WorkerView, snapshot
 __all__ = ["LiveFeed", "RATE_WINDOW"]
 
 RATE_WINDOW = 1.0
-"""Seconds over which a rate is measured: batches taken in the last second or so, per second."""
+"""Seconds over which a rate is measured: records taken (or sent) in the last second or so, per second."""
 
 
 class LiveFeed:
@@ -37,7 +37,7 @@ class LiveFeed:
         self.latest: str | None = None
         """The last frame made, as JSON text (for a page that connects now)."""
         self._clock = clock
-        self._history: deque[tuple[float, dict[tuple[int, str], int]]] = deque()
+        self._history: deque[tuple[float, dict[tuple[int, str], tuple[int, int]]]] = deque()
 
     def frame(self) -> str | None:
         """The frame of the workers as they are now, as JSON text, or ``None`` if it is the same as the last."""
@@ -56,10 +56,11 @@ class LiveFeed:
         self.latest = text
         return text
 
-    def _rates(self, views: list[WorkerView]) -> dict[tuple[int, str], float]:
-        """Batches taken per second by each operator on each worker, over the last :data:`RATE_WINDOW`."""
+    def _rates(self, views: list[WorkerView]) -> dict[tuple[int, str], tuple[float, float]]:
+        """Records taken and records sent per second by each operator on each worker, over the last
+        :data:`RATE_WINDOW` seconds."""
         now = self._clock()
-        counts = {(view.worker, op.id): sum(i.taken for i in op.inputs)
+        counts = {(view.worker, op.id): (sum(i.records for i in op.inputs), sum(o.records for o in op.outputs))
                   for view in views for flow in view.dataflows for op in flow.operators}
         history = self._history
         history.append((now, counts))
@@ -67,9 +68,12 @@ class LiveFeed:
             history.popleft()
         then, before = history[0]
         elapsed = now - then
-        if elapsed <= 0:
-            return {key: 0.0 for key in counts}
-        return {key: round(max(0, n - before.get(key, n)) / elapsed, 1) for key, n in counts.items()}
+        rates = {}
+        for key, (taken, sent) in counts.items():
+            was_taken, was_sent = before.get(key, (taken, sent))
+            rates[key] = ((round(max(0, taken - was_taken) / elapsed, 1), round(max(0, sent - was_sent) / elapsed, 1))
+                          if elapsed > 0 else (0.0, 0.0))
+        return rates
 
 
 def _graph(views: list[WorkerView]) -> dict[str, Any]:
@@ -93,21 +97,24 @@ def _graph(views: list[WorkerView]) -> dict[str, Any]:
     return {"id": hashlib.sha1(text.encode()).hexdigest()[:16], "dataflows": dataflows}
 
 
-def _state(view: WorkerView, rates: dict[tuple[int, str], float]) -> dict[str, Any]:
+def _state(view: WorkerView, rates: dict[tuple[int, str], tuple[float, float]]) -> dict[str, Any]:
     """One worker's live state: per dataflow its frontier, per operator what the page shows beside it."""
     blob = view.as_json()
     dataflows = []
     for flow in blob["dataflows"]:
         operators = {}
         for op in flow["operators"]:
+            rate_in, rate_out = rates.get((view.worker, op["id"]), (0.0, 0.0))
             operators[op["id"]] = {
                 "inputs": [{"frontier": i["frontier"], "queued_batches": i["queued_batches"],
-                            "queued_records": i["queued_records"], "taken": i["taken"]} for i in op["inputs"]],
+                            "queued_records": i["queued_records"], "records": i["records"]} for i in op["inputs"]],
                 "capabilities": [o["capabilities"] for o in op["outputs"]],
+                "sent": [o["records"] for o in op["outputs"]],
                 "done": op["done"],
                 "holds_back": op["holds_back"],
                 "blockers": op["blockers"],
-                "rate": rates.get((view.worker, op["id"]), 0.0),
+                "rate_in": rate_in,
+                "rate_out": rate_out,
             }
         dataflows.append({"index": flow["index"], "name": flow["name"], "frontier": flow["frontier"],
                           "operators": operators})

@@ -41,7 +41,8 @@ def node_id(path: tuple[int, ...]) -> str:
 @dataclass(slots=True)
 class InputView:
     """One operator input: its frontier (the times that may still arrive), what waits in its queue, how it is
-    fed (``pact``: ``"pipeline"``, ``"exchange"`` or ``"broadcast"``), and the batches taken so far."""
+    fed (``pact``: ``"pipeline"``, ``"exchange"`` or ``"broadcast"``), and the batches (``taken``) and records
+    taken so far."""
 
     port: int
     frontier: list[Any]
@@ -50,14 +51,17 @@ class InputView:
     queued_times: list[Any]
     pact: str
     taken: int
+    records: int = 0
 
 
 @dataclass(slots=True)
 class OutputView:
-    """One operator output and the times of the capabilities the operator holds on it."""
+    """One operator output, the times of the capabilities the operator holds on it, and the records sent on it
+    so far."""
 
     port: int
     capabilities: list[Any]
+    records: int = 0
 
 
 @dataclass(slots=True)
@@ -237,10 +241,10 @@ def _operator(op: OperatorRuntime, sid: str, minimal: Antichain[Any]) -> Operato
         inputs.append(InputView(
             port.port, sorted(frontier.elements, key=repr), len(queue), sum(len(batch) for _, batch in queue),
             sorted({t for t, _ in queue}, key=repr), op.pacts[port.port] if port.port < len(op.pacts) else "pipeline",
-            port.taken,
+            port.taken, port.records,
         ))
-    outputs = [OutputView(o, sorted({t for out, t in op.held_capabilities() if out == o}, key=repr))
-               for o in range(len(op.outputs))]
+    outputs = [OutputView(o, sorted({t for out, t in op.held_capabilities() if out == o}, key=repr),
+                          op.outputs[o].records) for o in range(len(op.outputs))]
     holds_back = not op.done and any(t in minimal.elements for t in _pointstamps(op))
     stages = [stage.name for stage in op.chain.stages] if op.chain is not None else None
     return OperatorView(node_id(op.path), op.path, sid, op.name, stages, inputs, outputs, op.done, holds_back,

@@ -112,6 +112,40 @@ def test_a_frame_is_sent_only_when_something_changed_and_the_graph_id_only_when_
     asyncio.run(main())
 
 
+def test_rates_are_records_per_second_over_the_last_second() -> None:
+    async def main() -> None:
+        async with at.Worker() as worker:
+            inp: at.InputHandle[int] = at.InputHandle()
+            probe = worker.dataflow(lambda s: countdown(inp, s), name="numbers")
+            now = [100.0]
+            feed = LiveFeed([worker._scheduler], clock=lambda: now[0])
+
+            def numbers() -> dict[str, Any]:
+                (flow,) = frame["workers"][0]["dataflows"]
+                ids = {op["name"]: op["id"] for op in frame["graph"]["dataflows"][0]["operators"]}
+                result: dict[str, Any] = flow["operators"][ids["Numbers"]]
+                return result
+
+            frame = json.loads(feed.frame() or "")
+            assert (numbers()["rate_in"], numbers()["rate_out"]) == (0.0, 0.0)
+            for x in range(10):
+                inp.send(x)
+            inp.advance_to(1)
+            await worker.step_while(lambda: probe.less_than(1))
+            now[0] += 0.5
+            frame = json.loads(feed.frame() or "")
+            assert (numbers()["rate_in"], numbers()["rate_out"]) == (20.0, 20.0)  # 10 records in half a second
+            assert numbers()["inputs"][0]["records"] == 10 and numbers()["sent"] == [10]
+            now[0] += 2.0  # nothing more came: the rate falls back to zero once the second has passed
+            frame = json.loads(feed.frame() or "")
+            assert (numbers()["rate_in"], numbers()["rate_out"]) == (0.0, 0.0)
+            now[0] += 0.25
+            assert feed.frame() is None  # and stays there: nothing new to send
+            inp.close()
+
+    asyncio.run(main())
+
+
 def test_without_websockets_serve_ui_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "websockets.asyncio.server", None)
 
@@ -186,6 +220,7 @@ def test_the_page_shows_the_graph_and_a_frontier_moving_as_data_arrives(browser:
                 before = text_of(frontier)(browser)
                 assert before == "in 0: 0"
                 assert "holds 0 @w0" in text_of('g.op[data-name="Input"] text.caps')(browser)
+                assert text_of('g.op[data-name="Numbers"] text.rate')(browser) == "0.0 rec/s in · 0.0 out"
 
                 for n in range(3):
                     inp.send(n + 1)

@@ -171,6 +171,11 @@
     return parts;
   }
 
+  function rates(inputs, ss) {  // records per second, summed over the workers
+    const rate = key => ss.reduce((n, s) => n + s[key], 0).toFixed(1);
+    return inputs ? `${rate("rate_in")} rec/s in · ${rate("rate_out")} out` : `${rate("rate_out")} rec/s out`;
+  }
+
   function update(frame) {
     const where = document.getElementById("where");
     where.textContent = `process ${frame.process} of ${frame.processes} · ` +
@@ -205,8 +210,7 @@
       });
       const caps = held(ss);
       setText(node.caps, caps.length ? "holds " + caps.join("; ") : "holds nothing");
-      const rate = ss.reduce((n, x) => n + x.s.rate, 0);
-      setText(node.rate, done ? "done" : `${rate.toFixed(1)} batches/s`);
+      setText(node.rate, done ? "done" : rates(node.op.inputs.length, ss.map(x => x.s)));
       const why = ss.flatMap(x => x.s.blockers);
       const title = `${node.op.name} (${id})` + (why.length ? "\n" + why.join("\n") : "");
       if (node.title.textContent !== title) node.title.textContent = title;
@@ -234,7 +238,8 @@
           const caps = s.capabilities.map(c => c.join(", ")).filter(Boolean).join(" | ");
           const cells = [id, names.get(id) || "", "w" + w.worker,
                          s.inputs.map(i => times(i.frontier)).join(" | "),
-                         String(s.inputs.reduce((n, i) => n + i.queued_records, 0)), caps, s.rate.toFixed(1)];
+                         String(s.inputs.reduce((n, i) => n + i.queued_records, 0)), caps,
+                         rates(s.inputs.length, [s])];
           for (const c of cells) html("td", {}, c, row);
         }
       }
