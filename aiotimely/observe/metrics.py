@@ -30,7 +30,10 @@ import asyncio
 import concurrent.futures
 import importlib
 import logging
+import socket
+import socketserver
 import threading
+import wsgiref.simple_server
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +49,9 @@ log = logging.getLogger("aiotimely.observe")
 
 SCRAPE_TIMEOUT = 5.0
 """Seconds a scrape waits for the event loop to be free (an operator that blocks the loop delays it)."""
+
+POLL_INTERVAL = 0.05
+"""Seconds the server thread waits between looks at whether it should stop (``close`` waits as long)."""
 
 _OPERATOR = ["process", "worker", "dataflow", "operator_id", "operator"]
 
@@ -257,21 +263,43 @@ async def serve_metrics(schedulers: Sequence[Scheduler], port: int = 0, *, host:
     collector = MetricsCollector(schedulers, process=process, cluster=cluster)
     registry = prom.CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    loop = asyncio.get_running_loop()
     try:
-        server, thread = await loop.run_in_executor(
-            None, lambda: prom.start_http_server(port, addr=host, registry=registry))
+        server = _server(host, port, prom.make_wsgi_app(registry))
     except OSError as e:
         raise OSError(e.errno, f"process {process} cannot serve metrics on {host}:{port}: {e.strerror or e}") from e
-    bound = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": POLL_INTERVAL},
+                              name=f"aiotimely-metrics-{process}", daemon=True)
+    thread.start()
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}/metrics"
+    url = f"http://{shown}:{server.server_address[1]}/metrics"
     log.info("process %d serves metrics at %s", process, url)
+    loop = asyncio.get_running_loop()
 
     async def close() -> None:
         await loop.run_in_executor(None, _shutdown, server, thread)
 
     return Served(url, close)
+
+
+class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+    """The HTTP server: one thread per request (a slow scraper holds up no other), none outliving the process."""
+
+    daemon_threads = True
+
+
+class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Requests are not logged (a scrape every few seconds would fill stderr)."""
+
+
+def _server(host: str, port: int, app: Any) -> _Server:
+    """A WSGI server of ``app`` listening on ``host:port`` (IPv4 or IPv6, as ``host`` resolves)."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(_Server):
+        address_family = family
+
+    return wsgiref.simple_server.make_server(host, port, app, Server, handler_class=_Quiet)
 
 
 def _shutdown(server: Any, thread: threading.Thread) -> None:
