@@ -2,8 +2,8 @@
 
 Loaded by pytest wherever aiotimely is installed (``-p no:aiotimely`` turns it off):
 
-- ``workers``: 1, then 2 (each test that takes it runs once per value; ``@pytest.mark.parametrize("workers",
-  [1, 3])`` on a test overrides the values);
+- ``workers``: 1, then 2 (each test that takes it runs once per value); ``@pytest.mark.aiotimely_workers(1, 3)`` on a
+  test, or ``aiotimely_workers = 1 2 4`` in the ini file, choose other counts;
 - ``aiotimely_run``: ``aiotimely_run(build)`` runs a dataflow on ``workers`` workers and returns its
   :class:`~aiotimely.testing.Outputs` (:func:`~aiotimely.testing.run_dataflow`);
   ``await aiotimely_run.run_async(build)`` does so in an async test, on its loop;
@@ -11,22 +11,22 @@ Loaded by pytest wherever aiotimely is installed (``-p no:aiotimely`` turns it o
   each with ``workers`` workers;
 - ``assert outputs == expected`` where ``outputs`` is an ``Outputs`` fails with the differences time by time.
 
-Both fixtures are session-scoped (they hold no state), so hypothesis' ``@given`` tests may use them. The plugin
-imports aiotimely only when a fixture is used, not when pytest starts.
+Both fixtures are module-scoped (they hold no state), so hypothesis' ``@given`` tests may use them.
 """
 
 from __future__ import annotations
 
 import reprlib
-import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import pytest
 
-if TYPE_CHECKING:
-    from .outputs import Outputs
+from .outputs import Outputs
 
-__all__ = ["Runner", "workers", "aiotimely_run", "pytest_assertrepr_compare"]
+__all__ = ["Runner", "workers", "aiotimely_run", "pytest_addoption", "pytest_configure", "pytest_generate_tests",
+           "pytest_assertrepr_compare"]
+
+MARKER = "aiotimely_workers"
 
 
 class Runner:
@@ -57,14 +57,44 @@ class Runner:
         return f"aiotimely_run(workers={self.workers})"
 
 
-@pytest.fixture(scope="session", params=[1, 2], ids=["1-worker", "2-workers"])
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(MARKER, "the worker counts the workers and aiotimely_run fixtures run each test on (default: 1 2)",
+                  type="args", default=["1", "2"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(*counts): the worker counts the workers and aiotimely_run "
+                                       "fixtures run this test on")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test that uses ``workers`` (directly or through ``aiotimely_run``) once per worker count."""
+    if "workers" not in metafunc.fixturenames:
+        return
+    if any("workers" in _argnames(mark) for mark in metafunc.definition.iter_markers("parametrize")):
+        return  # the test chose its own (with scope="module" or wider, if it also uses aiotimely_run)
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    counts = [int(c) for c in (marker.args if marker else metafunc.config.getini(MARKER))]
+    if not counts or any(c < 1 for c in counts):
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {MARKER} needs worker counts of 1 or more, "
+                                f"not {counts}")
+    metafunc.parametrize("workers", counts, ids=[f"{c}-worker{'s' if c != 1 else ''}" for c in counts],
+                         scope="module")
+
+
+def _argnames(mark: pytest.Mark) -> list[str]:
+    names = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+    return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+
+
+@pytest.fixture(scope="module")
 def workers(request: pytest.FixtureRequest) -> int:
-    """The number of workers to run on: 1, then 2."""
+    """The number of workers to run on: 1, then 2 (the plugin parametrizes every test that uses it)."""
     count: int = request.param
     return count
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def aiotimely_run(workers: int) -> Runner:
     """Run a dataflow on ``workers`` workers and collect its outputs: ``aiotimely_run(build) -> Outputs``."""
     return Runner(workers)
@@ -76,11 +106,9 @@ _short.maxother = 100
 
 def pytest_assertrepr_compare(config: pytest.Config, op: str, left: Any, right: Any) -> list[str] | None:
     """``outputs == expected`` (either way round) explained time by time, with every output by time."""
-    outputs_module = sys.modules.get("aiotimely.testing.outputs")
-    if op != "==" or outputs_module is None:
+    if op != "==":
         return None
-    kind: type[Outputs] = outputs_module.Outputs
-    got, expected = (left, right) if isinstance(left, kind) else (right, left)
-    if not isinstance(got, kind) or not hasattr(expected, "keys"):
+    got, expected = (left, right) if isinstance(left, Outputs) else (right, left)
+    if not isinstance(got, Outputs) or not hasattr(expected, "keys"):
         return None
     return [f"{_short.repr(left)} == {_short.repr(right)}", *got.explain(expected)]
