@@ -241,3 +241,21 @@ def test_bad_arguments_are_refused(run):
         return "ok"
 
     assert run(build) == ["ok"]
+
+
+def test_a_fused_chain_logs_the_batches_its_producer_hands_it(run):
+    """map -> filter -> inspect run as one chain inside the source's pushes: no mailbox, no activation of their
+    own, yet each channel's records are logged as sent and received, as on any other channel."""
+    def build(worker):
+        calls = listen(worker)
+        worker.dataflow(lambda s: at.to_stream(range(100), s).map(lambda x: x + 1).filter(lambda x: x % 2)
+                        .inspect(lambda x: None), name="chain")
+        return calls
+
+    calls = run(build)[0]
+    by_index = {e.addr[-1]: e.name for e in events(calls, at.OperatesEvent)}
+    source = next(i for i, name in by_index.items() if name == "ToStream")
+    fed = next(c.id for c in events(calls, at.ChannelsEvent) if c.source[0] == source)
+    messages = [e for e in events(calls, at.MessagesEvent) if e.channel == fed]
+    assert sum(e.length for e in messages if e.is_send) == 100
+    assert sum(e.length for e in messages if not e.is_send) == 100
