@@ -230,6 +230,17 @@ def word_latency(idiom: str, rate: int, seconds: float, bits: int) -> dict[str, 
             "p999_us": percentile(latencies, 0.999) / 1e3, "max_us": worst / 1e3, "collapsed": worst > COLLAPSE_NS}
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for repeated runs: the median p50 and p99.9, the worst maximum, collapsed if any run collapsed."""
+    def median(key: str) -> float:
+        values = sorted(r[key] for r in runs)
+        return values[len(values) // 2]
+
+    return {**runs[0], "p50_us": median("p50_us"), "p999_us": median("p999_us"),
+            "max_us": max(r["max_us"] for r in runs), "collapsed": any(r["collapsed"] for r in runs),
+            "p999_runs_us": [r["p999_us"] for r in runs]}
+
+
 # -- section 7.3 ------------------------------------------------------------------------
 
 
@@ -278,6 +289,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--bits", type=int, nargs="+", default=[24, 20, 16, 12, 8, 4, 0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of timed and watermarks per (rate, quantum), interleaved; the p99.9 compared is "
+                             "the median over the runs (one run's p99.9 is often a single stall of the machine)")
     parser.add_argument("--same-process", action="store_true",
                         help="run every measurement in this process (by default each word-count run has a fresh "
                              "process, so that no run pays for the garbage an earlier one left: a collapsed run "
@@ -290,15 +304,24 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'rate/s':>8} {'quantum':>9} {'idiom':>12} {'p50':>10} {'p99.9':>10} {'max':>10}")
     fresh = None if args.same_process or args.quick else ProcessPoolExecutor(
         max_workers=1, max_tasks_per_child=1, mp_context=multiprocessing.get_context("spawn"))
+    repeat = 1 if args.quick else max(1, args.repeat)
     for rate in args.rate:
         for bits in args.bits:
+            runs: dict[str, list[dict[str, Any]]] = {idiom: [] for idiom in IDIOMS}
+            for attempt in range(repeat):
+                for idiom in IDIOMS:
+                    if attempt and idiom not in ("timed", "watermarks"):
+                        continue
+                    runs[idiom].append(word_latency(idiom, rate, args.seconds, bits) if fresh is None
+                                       else fresh.submit(word_latency, idiom, rate, args.seconds, bits).result())
             for idiom in IDIOMS:
-                r = (word_latency(idiom, rate, args.seconds, bits) if fresh is None
-                     else fresh.submit(word_latency, idiom, rate, args.seconds, bits).result())
+                r = _median_run(runs[idiom])
                 words.append(r)
                 flag = "  collapsed" if r["collapsed"] else ""
+                spread = (f"  (p99.9 of {len(r['p999_runs_us'])} runs: "
+                          f"{', '.join(f'{p:.0f}' for p in r['p999_runs_us'])})" if len(runs[idiom]) > 1 else "")
                 print(f"{rate:8,} {'2^' + str(bits) + ' ns':>9} {idiom:>12} {r['p50_us']:10.0f} {r['p999_us']:10.0f} "
-                      f"{r['max_us']:10.0f}{flag}")
+                      f"{r['max_us']:10.0f}{flag}{spread}")
     if fresh is not None:
         fresh.shutdown()
     print("section 7.3: time advancing through idle no-op operators; latency in microseconds")
