@@ -17,7 +17,7 @@ from collections import deque
 from typing import Any, Callable, Sequence
 
 from ..worker.scheduler import Scheduler
-from .snapshot import DataflowView, WorkerView, snapshot
+from .snapshot import DataflowView, WorkerView, snapshots
 
 __all__ = ["LiveFeed", "RATE_WINDOW"]
 
@@ -41,7 +41,7 @@ class LiveFeed:
 
     def frame(self) -> str | None:
         """The frame of the workers as they are now, as JSON text, or ``None`` if it is the same as the last."""
-        views = [snapshot(s) for s in self.schedulers]
+        views = snapshots(self.schedulers)
         rates = self._rates(views)
         graph = _graph(views)
         blob = {

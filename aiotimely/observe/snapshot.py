@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..dataflow.operator import OperatorRuntime
 from ..dataflow.scope import Scope
@@ -30,7 +30,7 @@ from ..progress import Antichain, Source, Target
 from ..worker.scheduler import Scheduler
 
 __all__ = ["DataflowView", "EdgeView", "InputView", "OperatorView", "OutputView", "ScopeView", "WorkerView",
-           "dataflow_view", "node_id", "snapshot"]
+           "dataflow_view", "node_id", "snapshot", "snapshots"]
 
 
 def node_id(path: tuple[int, ...]) -> str:
@@ -158,6 +158,34 @@ def snapshot(scheduler: Scheduler) -> WorkerView:
         if isinstance(root, Scope):
             view.dataflows.append(_dataflow(root))
     return view
+
+
+def snapshots(schedulers: Sequence[Scheduler]) -> list[WorkerView]:
+    """:func:`snapshot` of several workers of this process at once, with ``holds_back`` judged over all of them:
+    an operator holds time back when one of its pointstamps (a capability held, a batch queued) is minimal
+    among those of its scope on every worker given. (One worker's source at time 5 does not hold time back
+    while another worker's is still at 0.)"""
+    views = [snapshot(s) for s in schedulers]
+    ttypes = {node_id(scope.path): scope.ttype for s in schedulers for root in s.dataflows()
+              if isinstance(root, Scope) for scope in _scopes(root)}
+    by_scope: dict[str, list[OperatorView]] = {}
+    for view in views:
+        for flow in view.dataflows:
+            for op in flow.operators:
+                by_scope.setdefault(op.scope, []).append(op)
+    for sid, ops in by_scope.items():
+        ttype = ttypes.get(sid)
+        if ttype is None:
+            continue
+        minimal = Antichain((t for op in ops if not op.done for t in _view_pointstamps(op)),
+                            less_equal=ttype.less_equal)
+        for op in ops:
+            op.holds_back = not op.done and any(t in minimal.elements for t in _view_pointstamps(op))
+    return views
+
+
+def _view_pointstamps(op: OperatorView) -> list[Any]:
+    return [t for o in op.outputs for t in o.capabilities] + [t for i in op.inputs for t in i.queued_times]
 
 
 def dataflow_view(scope: Scope[Any]) -> DataflowView:

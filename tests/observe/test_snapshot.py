@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import aiotimely as at
-from aiotimely.observe.snapshot import snapshot
+from aiotimely.observe.snapshot import snapshot, snapshots
 
 
 def test_a_stuck_input_is_what_holds_time_back() -> None:
@@ -44,3 +44,35 @@ def test_a_stuck_input_is_what_holds_time_back() -> None:
             inp.close()
 
     asyncio.run(main())
+
+
+def test_over_several_workers_only_the_earliest_holds_time_back() -> None:
+    workers: list[at.Worker] = []
+    checked = asyncio.Event()
+    found: dict[str, object] = {}
+
+    async def build(worker: at.Worker) -> None:
+        inp: at.InputHandle[int] = at.InputHandle()
+        probe = worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: x).probe(), name="pairs")
+        workers.append(worker)
+        if worker.index == 0:
+            inp.send(1)
+            inp.advance_to(5)  # worker 1's input stays at 0
+            await worker.step_while(lambda: len(workers) < 2)
+            schedulers = [w._scheduler for w in sorted(workers, key=lambda w: w.index)]
+            found["alone"] = [op.holds_back for op in snapshot(schedulers[0]).dataflows[0].operators
+                              if op.name == "Input"]
+            found["together"] = [(view.worker, op.outputs[0].capabilities) for view in snapshots(schedulers)
+                                 for op in view.dataflows[0].operators if op.holds_back]
+            assert probe.less_than(1)
+            checked.set()
+        else:
+            await asyncio.wait_for(checked.wait(), timeout=30)
+        inp.close()
+
+    async def main() -> None:
+        await at.execute_async(build, workers=2)
+
+    asyncio.run(main())
+    assert found["alone"] == [True]  # worker 0 alone: its input, at 5, is the earliest it holds
+    assert found["together"] == [(1, [0])]  # over both workers: worker 1's input, at 0, holds time back

@@ -283,3 +283,39 @@ def test_an_operator_holding_a_capability_is_highlighted_as_what_holds_time_back
                 await served.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.skipif(browser_missing, reason="chromium and chromedriver are not on PATH")
+def test_with_two_workers_the_page_says_which_worker_holds_time_back(browser: Any) -> None:
+    workers: list[at.Worker] = []
+    checked = asyncio.Event()
+
+    async def build(worker: at.Worker) -> None:
+        inp: at.InputHandle[int] = at.InputHandle()
+        worker.dataflow(lambda s: named(inp.to_stream(s).exchange(lambda x: x), "Numbers").probe(), name="pairs")
+        workers.append(worker)
+        if worker.index == 1:  # its input stays open at 0 until the page was checked
+            await asyncio.wait_for(checked.wait(), timeout=WAIT * 3)
+            inp.close()
+            return
+        inp.send_batch(list(range(10)))
+        inp.advance_to(5)
+        await worker.step_while(lambda: len(workers) < 2)
+        served = await serve_ui([w._scheduler for w in sorted(workers, key=lambda w: w.index)])
+        try:
+            await asyncio.to_thread(browser.get, served.url)
+            caps = 'g.op[data-name="Input"] text.caps'
+            await until(browser, lambda d: text_of(caps)(d) == "holds 5 @w0; 0 @w1", "both workers' capabilities")
+            (holding,) = browser.execute_script(
+                "return [...document.querySelectorAll('#holding li.holds')].map(li => li.dataset.worker)")
+            assert holding == "1"  # worker 0's input, at 5, is not what holds time back
+            assert "workers 0, 1 of 2" in text_of("#where")(browser)
+            rows = browser.execute_script(
+                "return [...document.querySelectorAll('#operators tbody tr')].map(r => r.dataset.worker)")
+            assert set(rows) == {"0", "1"} and rows.count("0") == rows.count("1")  # each operator on each worker
+        finally:
+            checked.set()
+            await served.close()
+            inp.close()
+
+    asyncio.run(at.execute_async(build, workers=2))
