@@ -43,7 +43,7 @@ from .framing import ALL, HEADER, MAX_FRAME, Frame, Kind, encode_frame
 from .handshake import Acceptor, Dialer
 from .link import Link, LinkHandler, connect, parse_address
 from .local import LocalFabric, Mailbox
-from .tls import TLSError, TLSOption, resolve, serve
+from .tls import Listener, TLSError, TLSOption, resolve, serve
 
 __all__ = ["Cluster", "ClusterFabric", "parse_address"]
 
@@ -94,7 +94,7 @@ class Cluster(LinkHandler):
         self._on_failure: Callable[[BaseException], None] | None = None
         self.error: BaseException | None = None
         self._all_connected: asyncio.Future[None] | None = None
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._byes: set[int] = set()
         self._bye_waiter: asyncio.Future[None] | None = None
         self._closing = False

@@ -29,7 +29,7 @@ When no ``tls=`` is given, :meth:`TLSConfig.from_env` reads ``AIOTIMELY_TLS_CERT
 (``1``/``0``); ``tls=False`` turns TLS off whatever the environment says.
 
 The asyncio side: :func:`serve` listens and :func:`dial` connects, each doing the
-TLS handshake (``loop.start_tls``) before the connection's protocol sees a byte,
+TLS handshake before the connection's protocol sees a byte,
 so that a failure is caught here and named — the peer's address and what went
 wrong ("a plaintext connection to a TLS listener", "certificate not trusted") —
 rather than lost in asyncio's debug log. A listener logs the refusal and goes on
@@ -41,13 +41,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Protocol, TypeVar, Union
 
 from ..errors import ClusterError
 
-__all__ = ["TLSConfig", "TLSError", "TLSOption", "resolve", "serve", "dial", "looks_like_tls",
+__all__ = ["TLSConfig", "TLSError", "TLSOption", "TLSServer", "Listener", "resolve", "serve", "dial", "looks_like_tls",
            "TLS_TO_PLAINTEXT", "ENV_CERT", "ENV_KEY", "ENV_CA", "ENV_CHECK_HOSTNAME", "TLS_HANDSHAKE_TIMEOUT"]
 
 ENV_CERT = "AIOTIMELY_TLS_CERT"
@@ -283,51 +284,108 @@ async def dial(factory: Callable[[], L], host: str, port: int, context: ssl.SSLC
     return app
 
 
-_upgrading: set[asyncio.Task[None]] = set()
+class Listener(Protocol):
+    """What :func:`serve` returns: an ``asyncio.Server``, or a :class:`TLSServer`."""
+
+    @property
+    def sockets(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
 
 
-class _Accepting(asyncio.Protocol):
-    """A connection accepted by a TLS listener, until its TLS handshake is done."""
+class TLSServer:
+    """A TLS listener. It accepts connections itself and completes each one's TLS handshake
+    (``loop.connect_accepted_socket``) before the protocol sees it, so that a failed handshake is caught and
+    logged naming the peer — asyncio's own TLS server drops it silently. Like an ``asyncio.Server``, it has
+    ``sockets``, ``close()`` and ``wait_closed()``; connections already made stay open when it closes."""
 
-    def __init__(self, factory: Callable[[], asyncio.Protocol], context: ssl.SSLContext, name: str,
-                 log: logging.Logger) -> None:
+    def __init__(self, sockets: list[socket.socket], factory: Callable[[], asyncio.Protocol],
+                 context: ssl.SSLContext, name: str, log: logging.Logger) -> None:
+        self._sockets = tuple(sockets)
         self.factory, self.context, self.name, self.log = factory, context, name, log
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()  # nothing is read before start_tls takes over
-        task = asyncio.get_running_loop().create_task(self._upgrade(transport))
-        _upgrading.add(task)
-        task.add_done_callback(_upgrading.discard)
-
-    async def _upgrade(self, transport: asyncio.Transport) -> None:
+        self._closed = False
+        self._handshakes: set[asyncio.Task[None]] = set()
         loop = asyncio.get_running_loop()
-        peer = transport.get_extra_info("peername")
-        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        shim = _Shim()
+        self._accepting = [loop.create_task(self._accept(sock)) for sock in sockets]
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return () if self._closed else self._sockets
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            try:
+                conn, address = await loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, say: wait, and go on serving
+                if self._closed:
+                    return
+                self.log.warning("%s: accepting a connection on %s failed: %s", self.name, sock.getsockname(), e)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(conn, address))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: socket.socket, address: Any) -> None:
+        where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
         try:
-            tls = await loop.start_tls(transport, shim, self.context, server_side=True,
-                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self.factory, conn, ssl=self.context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
         except asyncio.CancelledError:
-            transport.abort()
+            conn.close()
             raise
         except Exception as e:
-            transport.abort()
+            conn.close()
             self.log.warning("%s refused a connection from %s: %s", self.name, where, _describe(e, server_side=True))
-            return
-        if tls is None:
-            return
-        shim.attach(self.factory(), tls)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass
+    def close(self) -> None:
+        """Stop listening (and drop the connections still in their TLS handshake)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in (*self._accepting, *self._handshakes):
+            task.cancel()
+        for sock in self._sockets:
+            sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+
+
+async def _bind(host: str, port: int, backlog: int = 100) -> list[socket.socket]:
+    """Listening sockets on every address ``host`` resolves to (as ``loop.create_server`` makes them)."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                raise OSError(e.errno, f"error while attempting to bind on address {address!r}: "
+                                       f"{(e.strerror or str(e)).lower()}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 async def serve(factory: Callable[[], asyncio.Protocol], host: str, port: int, context: ssl.SSLContext | None,
-                *, name: str, log: logging.Logger, **kwargs: Any) -> asyncio.Server:
+                *, name: str, log: logging.Logger, **kwargs: Any) -> Listener:
     """Listen on ``host:port``: with a ``context``, every connection does the TLS handshake first (a failure is
-    logged as ``name`` refusing the peer's address, and the listener goes on); without, plain TCP."""
-    loop = asyncio.get_running_loop()
+    logged as ``name`` refusing the peer's address, and the listener goes on); without, plain TCP
+    (``loop.create_server``, given ``kwargs``)."""
     if context is None:
-        return await loop.create_server(factory, host, port, **kwargs)
-    return await loop.create_server(lambda: _Accepting(factory, context, name, log), host, port, **kwargs)
+        return await asyncio.get_running_loop().create_server(factory, host, port, **kwargs)
+    return TLSServer(await _bind(host, port), factory, context, name, log)
