@@ -50,10 +50,10 @@ def antichains(elements: st.SearchStrategy[T] | None = None, max_size: int = 6) 
 
 
 def updates(elements: st.SearchStrategy[T] | None = None, max_diff: int = 2,
-            max_size: int = 6) -> st.SearchStrategy[list[tuple[T, int]]]:
+            max_size: int | None = 6) -> st.SearchStrategy[list[tuple[T, int]]]:
     """A batch of ``(time, diff)`` updates, as a :class:`~aiotimely.MutableAntichain` or a
     :class:`~aiotimely.ChangeBatch` takes them: diffs in ``-max_diff..max_diff`` (zero included), times from
-    ``elements`` (Product times by default)."""
+    ``elements`` (Product times by default); ``max_size=None`` for batches of any length."""
     drawn: st.SearchStrategy[Any] = elements if elements is not None else products()
     return st.lists(st.tuples(drawn, st.integers(-max_diff, max_diff)), max_size=max_size)
 
@@ -77,6 +77,6 @@ def event_streams(draw: st.DrawFn, records: st.SearchStrategy[Any] | None = None
             frontier = draw(st.integers(frontier + 1, highest))
             steps.append(Advance(frontier))
         steps.append(event)
-    if draw(st.booleans()):
+    if frontier <= max_time and draw(st.booleans()):
         steps.append(Advance(max_time + 1))
     return Script(steps)

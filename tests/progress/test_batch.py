@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from aiotimely.errors import ProgressError
 from aiotimely.progress import INT, Product, ProductType, Progcaster, ProgressBatch, Source, Target
+from aiotimely.testing.strategies import int_times, products
 
 PP = ProductType(INT, INT)
 PPP = ProductType(PP, INT)
-ints = st.integers(0, 2**64 - 1)
+ints = int_times(2**64 - 1)
 locations = st.one_of(st.builds(Source, st.integers(0, 1000), st.integers(0, 50)),
                       st.builds(Target, st.integers(0, 1000), st.integers(0, 50)))
 diffs = st.integers(-(2**40), 2**40).filter(bool)
@@ -33,7 +34,7 @@ def test_int_batches_round_trip(batch):
     assert ProgressBatch.decode(batch.encode()) == batch
 
 
-@given(batches(st.builds(Product, st.builds(Product, ints, ints), ints)))
+@given(batches(products(depth=2, max_value=2**64 - 1)))
 def test_nested_product_batches_round_trip(batch):
     decoded = ProgressBatch.decode(batch.encode(PPP), PPP)
     assert decoded == batch

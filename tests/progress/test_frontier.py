@@ -8,9 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiotimely.progress import INT, Antichain, ChangeBatch, MutableAntichain, Product, ProductType
+from aiotimely.testing.strategies import int_times, updates
+from aiotimely.testing.strategies import products as product_times
 
 PP = ProductType(INT, INT)
-products = st.builds(Product, st.integers(0, 4), st.integers(0, 4))
+products = product_times(max_value=4)
 
 
 def minimal(times, le):
@@ -46,7 +48,7 @@ def test_change_batch_extend_drain_into_and_zero_updates():
     assert empty.drain() == [("q", 4)]
 
 
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(-3, 3))))
+@given(updates(int_times(5), max_diff=3, max_size=None))
 def test_change_batch_equals_summing_by_hand(updates):
     batch = ChangeBatch()
     expected = Counter()
@@ -127,7 +129,7 @@ def test_partially_ordered_frontier_has_several_elements():
     assert ma.frontier == Antichain([Product(1, 0)])
 
 
-@given(st.lists(st.lists(st.tuples(products, st.integers(-2, 2)), max_size=6), max_size=12),
+@given(st.lists(updates(products, max_diff=2, max_size=6), max_size=12),
        st.booleans())
 def test_mutable_antichain_matches_brute_force(batches, one_by_one):
     ma = MutableAntichain(less_equal=PP.less_equal)
@@ -154,7 +156,7 @@ def test_mutable_antichain_matches_brute_force(batches, one_by_one):
             assert ma.count_for(t) == counts[t]
 
 
-@given(st.lists(st.lists(st.tuples(st.integers(0, 6), st.integers(-2, 2)), max_size=6), max_size=12))
+@given(st.lists(updates(int_times(6), max_diff=2, max_size=6), max_size=12))
 def test_totally_ordered_specialisation_matches_brute_force(batches):
     ma = MutableAntichain(less_equal=INT.less_equal, totally_ordered=True)
     counts = Counter()

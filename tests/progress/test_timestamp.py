@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from aiotimely.progress import INT, INT_MAX, Product, ProductType, ProtocolType, Refinement, timestamp_type
 from aiotimely.progress.timestamp import followed_by, less_equal, less_than, results_in
+from aiotimely.testing.strategies import products as product_times
 
-small = st.integers(0, 6)
-products = st.builds(Product, small, small)
+products = product_times(max_value=6)
 PP = ProductType(INT, INT)
 PPP = ProductType(PP, INT)
-nested = st.builds(Product, products, small)
+nested = product_times(depth=2, max_value=6)
 
 
 def test_int_summary_adds_a_constant_and_stops_at_the_bound():
