@@ -269,7 +269,9 @@
 
   function connect() {
     const status = document.getElementById("status");
-    const ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+    const url = new URL("ws", location.href);  // relative: the page may sit under a proxy's prefix
+    url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(url);
     ws.onopen = () => { status.textContent = "live"; status.className = "live"; };
     ws.onmessage = event => show(JSON.parse(event.data));
     ws.onclose = () => {
