@@ -5,6 +5,9 @@ the senders ``i`` with ``i % peers == w`` on ``127.0.0.1:BASE + i`` and replays 
 records and frontier both.
 
     AIOTIMELY_SECRET=s python examples/capture_recv.py SOURCE_PEERS -w 2
+
+With ``AIOTIMELY_TLS_CERT``/``_KEY``/``_CA`` set (as for ``capture_send.py``) it accepts
+only TLS senders whose certificate that CA signed.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ Each worker captures its part of the stream into an ``EventWriter`` connected to
 
     AIOTIMELY_SECRET=s python examples/capture_recv.py 2 -w 2 &
     AIOTIMELY_SECRET=s python examples/capture_send.py -w 2
+
+Over TLS, give both the same certificates (docs/security.md): ``AIOTIMELY_TLS_CERT``,
+``AIOTIMELY_TLS_KEY`` and ``AIOTIMELY_TLS_CA``, which ``EventWriter.connect`` and
+``EventReader.accept`` read when not given ``tls=``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ The capturing side connects an :class:`EventWriter` and captures into it
 (``stream.capture_into(writer)``); the replaying side accepts the connection with
 :meth:`EventReader.accept`, which gives a live :class:`~aiotimely.dataflow.capture.Captured`
 to ``aiotimely.replay``. Both authenticate with the shared secret (``secret=`` or
-``AIOTIMELY_SECRET``), using the cluster's framing and handshake.
+``AIOTIMELY_SECRET``), using the cluster's framing and handshake; with ``tls=`` (a
+:class:`~aiotimely.comm.tls.TLSConfig`, by default from ``AIOTIMELY_TLS_*``) the stream
+is encrypted, and a peer that does not speak TLS (or is not trusted) is refused, named.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..comm.codec import CodecError, RecordCodec
 from ..comm.framing import Frame, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, shared_secret
 from ..comm.link import Link, LinkHandler, connect, parse_address
+from ..comm.tls import TLSError, TLSOption, resolve, serve
 from ..dataflow.capture import Captured, Messages, Progress
 from ..errors import ClusterError
 
@@ -77,16 +80,20 @@ class EventWriter:
 
     @classmethod
     async def connect(cls, address: str, *, secret: str | bytes | None = None, timeout: float = 30.0,
-                      allow_pickle: bool = False) -> EventWriter:
-        """Connect to an :meth:`EventReader.accept` at ``address`` (``host:port``), retrying while it starts."""
+                      allow_pickle: bool = False, tls: TLSOption = None) -> EventWriter:
+        """Connect to an :meth:`EventReader.accept` at ``address`` (``host:port``), retrying while it starts;
+        over TLS with ``tls`` (default: ``AIOTIMELY_TLS_*``; ``False``: never)."""
         key = _secret(secret)
+        config = resolve(tls)
+        context = config.client_context() if config is not None else None
         codec = RecordCodec(allow_pickle=allow_pickle)
         deadline = asyncio.get_running_loop().time() + timeout
         try:
             link = await connect(lambda: Link(Dialer(key, 2, 1, expect=0), _Events(codec)), parse_address(address),
-                                 deadline=deadline)
+                                 deadline=deadline, tls=context)
         except (OSError, ClusterError) as e:
-            raise ClusterError(f"could not deliver a captured stream to {address}: {e}") from None
+            error = TLSError if isinstance(e, TLSError) else ClusterError
+            raise error(f"could not deliver a captured stream to {address}: {e}") from None
         return cls(link, codec)
 
     def attach(self, ttype: Any) -> None:
@@ -112,13 +119,16 @@ class EventReader:
 
     @staticmethod
     async def accept(address: str, *, secret: str | bytes | None = None,
-                     allow_pickle: bool = False) -> Captured:
+                     allow_pickle: bool = False, tls: TLSOption = None) -> Captured:
         """Listen on ``address``, accept one authenticated writer, and return its live events.
 
         Give the result (or several) to ``aiotimely.replay``. If the writer disconnects
-        before its stream is complete, the replaying dataflow fails, saying so.
+        before its stream is complete, the replaying dataflow fails, saying so. With ``tls``
+        (default: ``AIOTIMELY_TLS_*``; ``False``: never) only a TLS writer is accepted.
         """
         key = _secret(secret)
+        config = resolve(tls)
+        context = config.server_context() if config is not None else None
         host, port = parse_address(address)
         loop = asyncio.get_running_loop()
         captured = Captured(closed=False, encoded=True)
@@ -134,7 +144,7 @@ class EventReader:
             link.ready.add_done_callback(ready)
             return link
 
-        server = await loop.create_server(protocol, host, port, reuse_address=True)
+        server = await serve(protocol, host, port, context, name=_Events.name, log=log, reuse_address=True)
         try:
             await accepted
         finally:

@@ -128,3 +128,54 @@ def test_the_environment_configures_tls_and_bad_files_are_named(tmp_path, certs)
         TLSConfig(ca=certs.path("ca.pem")).server_context()
     with pytest.raises(TLSError, match="without a certificate"):
         TLSConfig(key=certs.path("node.key"))
+
+
+def test_a_captured_stream_crosses_computations_over_tls(certs):
+    from .test_capture_tcp import consecutive_free_ports
+
+    env = {**os.environ, **certs.env(), "AIOTIMELY_SECRET": "events-secret",
+           "AIOTIMELY_EVENTS_BASE": str(consecutive_free_ports(2))}
+    recv = subprocess.Popen([sys.executable, "examples/capture_recv.py", "2", "-w", "1"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        send = subprocess.run([sys.executable, "examples/capture_send.py", "-w", "2"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+        out, err = recv.communicate(timeout=60)
+    finally:
+        recv.kill()
+    assert send.returncode == 0, send.stderr[-2000:]
+    assert recv.returncode == 0, err[-2000:]
+    replayed = sorted(line for line in out.splitlines() if line.startswith("replayed"))
+    assert replayed == sorted(f"replayed {(w * 100 + r) ** 2} at time {r}" for w in range(2) for r in range(5))
+    assert "refused" not in err, err
+
+
+def test_a_plaintext_event_writer_is_refused_by_a_tls_reader_which_then_takes_a_tls_one(certs, caplog):
+    import asyncio
+
+    from aiotimely.connectors import EventReader, EventWriter
+    from aiotimely.errors import ClusterError
+
+    port = free_ports(1)[0]
+    address = f"127.0.0.1:{port}"
+
+    async def main():
+        accepting = asyncio.ensure_future(EventReader.accept(address, secret="s", tls=certs.node()))
+        with pytest.raises(ClusterError, match="could not deliver a captured stream"):
+            await EventWriter.connect(address, secret="s", tls=False, timeout=1)
+        with pytest.raises(TLSError, match="does not trust this process's certificate"):
+            await EventWriter.connect(address, secret="s", tls=certs.stranger(), timeout=5)
+        writer = await EventWriter.connect(address, secret="s", tls=certs.node(), timeout=5)
+        captured = await asyncio.wait_for(accepting, 10)
+        writer.close()
+        for _ in range(200):
+            if captured.closed:
+                break
+            await asyncio.sleep(0.02)
+        return captured
+
+    captured = asyncio.run(asyncio.wait_for(main(), 30))
+    assert captured.closed and captured.error is None
+    refusals = [r.getMessage() for r in caplog.records if "refused a connection" in r.getMessage()]
+    assert any("a plaintext connection to a TLS listener" in m for m in refusals), refusals
+    assert any("certificate not trusted" in m for m in refusals), refusals
