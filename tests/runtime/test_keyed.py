@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aiotimely as at
+from aiotimely.testing import run_dataflow, schedule, script_source
 
-from ..cluster.programs import events_source
 from ..recovery.common import crashing, numbers_source
 from ..recovery.common import run as run_recoverable
 
@@ -37,6 +37,20 @@ def run_all(build, workers):
 def collect(stream, out, name):
     out[name] = []
     stream.inspect_time(lambda t, x: out[name].append((t, x)))
+
+
+def sent_from_worker_0(scope, events, name="Events"):
+    """``(key, value)`` at each event's time, sent from worker 0 in the events' order, the frontier moved to the
+    earliest time still to come after each record (so times complete while later records are on their way)."""
+    return script_source(scope, schedule([(t, (k, v)) for t, k, v in events]), split=False, name=name)
+
+
+def by_time(pairs):
+    """``{time: [records]}`` of ``(time, record)`` pairs."""
+    grouped = defaultdict(list)
+    for time, record in pairs:
+        grouped[time].append(record)
+    return grouped
 
 
 def applied(events):
@@ -86,22 +100,14 @@ def model_state(events):
 @EXAMPLES
 @given(events=events_st)
 def test_operators_with_state_per_key_match_the_model(workers, events):
-    def build(worker):
-        out = {}
+    def build(scope):
+        keyed = sent_from_worker_0(scope, events)
+        return {"stateful_map": keyed.stateful_map(last_three), "state_machine": keyed.state_machine(machine, init=int),
+                "distinct": keyed.distinct(), "distinct_by": keyed.distinct(by=lambda v: v % 2)}
 
-        def make(scope):
-            keyed = events_source(scope, events, worker)
-            collect(keyed.stateful_map(last_three), out, "stateful_map")
-            collect(keyed.state_machine(machine, init=int), out, "state_machine")
-            collect(keyed.distinct(), out, "distinct")
-            collect(keyed.distinct(by=lambda v: v % 2), out, "distinct_by")
-
-        worker.dataflow(make)
-        return out
-
-    got, expected = run_all(build, workers), model_state(events)
+    got, expected = run_dataflow(build, workers=workers, loop="asyncio"), model_state(events)
     for name in expected:
-        assert same(got[name], expected[name]), name
+        assert got[name] == by_time(expected[name]), name
 
 
 def test_stateful_map_applies_records_in_time_order_and_forgets_keys():
@@ -109,14 +115,8 @@ def test_stateful_map_applies_records_in_time_order_and_forgets_keys():
     starts afresh)."""
     events = [(2, "k", "c"), (0, "k", "a"), (1, "k", "b"), (3, "k", "d")]
 
-    def build(worker):
-        out = {}
-        worker.dataflow(lambda scope: collect(events_source(scope, events, worker).stateful_map(last_three),
-                                              out, "got"))
-        return out
-
-    assert run_all(build, 1)["got"] == [(0, ("k", ("a",))), (1, ("k", ("a", "b"))), (2, ("k", ("a", "b", "c"))),
-                                        (3, ("k", ("d",)))]
+    got = run_dataflow(lambda scope: sent_from_worker_0(scope, events).stateful_map(last_three), loop="asyncio")
+    assert got == {0: [("k", ("a",))], 1: [("k", ("a", "b"))], 2: [("k", ("a", "b", "c"))], 3: [("k", ("d",))]}
 
 
 # -- per key and time ---------------------------------------------------------------------------
@@ -137,22 +137,15 @@ def model_per_time(events):
 @EXAMPLES
 @given(events=events_st)
 def test_operators_per_key_and_time_match_the_model(workers, events):
-    def build(worker):
-        out = {}
+    def build(scope):
+        keyed = sent_from_worker_0(scope, events)
+        return {"reduce": keyed.reduce(lambda a, b: a + b), "fold": keyed.fold(list, lambda acc, v: acc + [v]),
+                "aggregate": keyed.aggregate(lambda k, v, agg: v if agg is None else max(agg, v),
+                                             lambda k, agg: f"{k}={agg}")}
 
-        def make(scope):
-            keyed = events_source(scope, events, worker)
-            collect(keyed.reduce(lambda a, b: a + b), out, "reduce")
-            collect(keyed.fold(list, lambda acc, v: acc + [v]), out, "fold")
-            collect(keyed.aggregate(lambda k, v, agg: v if agg is None else max(agg, v), lambda k, agg: f"{k}={agg}"),
-                    out, "aggregate")
-
-        worker.dataflow(make)
-        return out
-
-    got, expected = run_all(build, workers), model_per_time(events)
+    got, expected = run_dataflow(build, workers=workers, loop="asyncio"), model_per_time(events)
     for name in expected:
-        assert same(got[name], expected[name]), name
+        assert got[name] == by_time(expected[name]), name
 
 
 def test_reduce_emits_once_the_time_is_complete():
@@ -198,21 +191,14 @@ def test_joins_match_a_nested_loop(workers, both):
     lefts = [(t, k, f"l{i}") for i, (t, k, _) in enumerate(lefts)]     # distinct values: pairs are told apart
     rights = [(t, k, f"r{i}") for i, (t, k, _) in enumerate(rights)]
 
-    def build(worker):
-        out = {}
+    def build(scope):
+        left = sent_from_worker_0(scope, lefts, "Lefts")
+        right = sent_from_worker_0(scope, rights, "Rights")
+        return {"join": left.join(right), "interval_join": left.interval_join(right, lower, upper)}
 
-        def make(scope):
-            left = events_source(scope, lefts, worker, "Lefts")
-            right = events_source(scope, rights, worker, "Rights")
-            collect(left.join(right), out, "join")
-            collect(left.interval_join(right, lower, upper), out, "interval_join")
-
-        worker.dataflow(make)
-        return out
-
-    got, expected = run_all(build, workers), model_joins(lefts, rights, lower, upper)
+    got, expected = run_dataflow(build, workers=workers, loop="asyncio"), model_joins(lefts, rights, lower, upper)
     for name in expected:
-        assert same(got[name], expected[name]), name
+        assert got[name] == by_time(expected[name]), name
 
 
 def test_join_emits_a_pair_as_soon_as_both_sides_are_there():
