@@ -98,25 +98,25 @@ def _graph(views: list[WorkerView]) -> dict[str, Any]:
 
 
 def _state(view: WorkerView, rates: dict[tuple[int, str], tuple[float, float]]) -> dict[str, Any]:
-    """One worker's live state: per dataflow its frontier, per operator what the page shows beside it."""
-    blob = view.as_json()
+    """One worker's live state: per dataflow its frontier, per operator what the page shows beside it (every
+    time as its ``str``)."""
     dataflows = []
-    for flow in blob["dataflows"]:
+    for flow in view.dataflows:
         operators = {}
-        for op in flow["operators"]:
-            rate_in, rate_out = rates.get((view.worker, op["id"]), (0.0, 0.0))
-            operators[op["id"]] = {
-                "inputs": [{"frontier": i["frontier"], "queued_batches": i["queued_batches"],
-                            "queued_records": i["queued_records"], "records": i["records"]} for i in op["inputs"]],
-                "capabilities": [o["capabilities"] for o in op["outputs"]],
-                "sent": [o["records"] for o in op["outputs"]],
-                "done": op["done"],
-                "holds_back": op["holds_back"],
-                "blockers": op["blockers"],
+        for op in flow.operators:
+            rate_in, rate_out = rates.get((view.worker, op.id), (0.0, 0.0))
+            operators[op.id] = {
+                "inputs": [{"frontier": [str(t) for t in i.frontier], "queued_batches": i.queued_batches,
+                            "queued_records": i.queued_records, "records": i.records} for i in op.inputs],
+                "capabilities": [[str(t) for t in o.capabilities] for o in op.outputs],
+                "sent": [o.records for o in op.outputs],
+                "done": op.done,
+                "holds_back": op.holds_back,
+                "blockers": op.blockers,
                 "rate_in": rate_in,
                 "rate_out": rate_out,
             }
-        dataflows.append({"index": flow["index"], "name": flow["name"], "frontier": flow["frontier"],
+        dataflows.append({"index": flow.index, "name": flow.name, "frontier": [str(t) for t in flow.frontier],
                           "operators": operators})
     return {"worker": view.worker, "peers": view.peers, "rounds": view.rounds, "operators_run": view.operators_run,
             "dataflows": dataflows}

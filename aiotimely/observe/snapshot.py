@@ -134,7 +134,7 @@ class WorkerView:
 
     def as_json(self) -> dict[str, Any]:
         """The view as JSON-ready dicts and lists, every time as its ``str``."""
-        blob: dict[str, Any] = _jsonable(dataclasses.asdict(self), time_fields=_TIME_FIELDS)
+        blob: dict[str, Any] = _jsonable(self, time_fields=_TIME_FIELDS)
         return blob
 
 
@@ -142,6 +142,10 @@ _TIME_FIELDS = frozenset({"frontier", "queued_times", "capabilities"})
 
 
 def _jsonable(value: Any, time_fields: frozenset[str], key: str | None = None) -> Any:
+    """``value`` with every view as a dict, every tuple as a list and the times in ``time_fields`` as strings
+    (as ``dataclasses.asdict`` would, without its deep copies: a view holds nothing to copy)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name), time_fields, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {k: _jsonable(v, time_fields, k) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

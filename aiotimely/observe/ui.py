@@ -28,10 +28,14 @@ from .serving import Served
 if TYPE_CHECKING:
     from ..comm.cluster import Cluster
 
-__all__ = ["serve_ui", "INTERVAL", "static_files"]
+__all__ = ["serve_ui", "INTERVAL", "SHARE", "static_files"]
 
 INTERVAL = 0.25
-"""Seconds between two looks at the workers; a frame is sent only when what the page shows changed."""
+"""Seconds between two looks at the workers while a page is open; a frame is sent only when what the page
+shows changed."""
+SHARE = 5.0
+"""A look that took ``s`` seconds is followed by a pause of at least ``SHARE * s`` (the page takes at most about a
+fifth of the event loop, for big graphs)."""
 
 log = logging.getLogger("aiotimely.ui")
 
@@ -74,7 +78,7 @@ async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str 
         if path == "/ws":
             return None  # the websocket handshake goes on
         if path == "/frame.json":
-            body, kind = (feed.latest or _frame_now(feed)).encode(), "application/json"
+            body, kind = current().encode(), "application/json"
         elif path in files:
             body, kind = files[path]
         else:
@@ -82,24 +86,39 @@ async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str 
         headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), ("Cache-Control", "no-cache")])
         return Response(200, "OK", headers, body)
 
+    def current() -> str:
+        """The workers as they are now (the pages open get it too, if it is news)."""
+        text = feed.frame()
+        if text is not None and clients:
+            broadcast(clients, text)
+        assert feed.latest is not None
+        return feed.latest
+
     async def talk(connection: ServerConnection) -> None:
+        frame = current()
         clients.add(connection)
         try:
-            await connection.send(feed.latest or _frame_now(feed))
+            await connection.send(frame)
             await connection.wait_closed()
         finally:
             clients.discard(connection)
 
     async def push() -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                text = feed.frame()
-            except Exception:  # a look at a worker between two of its states: log it, look again later
-                log.exception("the live page could not take a snapshot of the workers")
-                text = None
-            if text is not None and clients:
-                broadcast(clients, text)
-            await asyncio.sleep(INTERVAL)
+            spent = 0.0
+            if clients:  # nobody watching: no snapshots taken
+                start = loop.time()
+                try:
+                    text = feed.frame()
+                except Exception:  # a look at a worker between two of its states: log it, look again later
+                    log.exception("the live page could not take a snapshot of the workers")
+                    text = None
+                if text is not None:
+                    broadcast(clients, text)
+                spent = loop.time() - start
+            # a big graph takes long to look at: look less often, so the page costs the workers at most a fifth
+            await asyncio.sleep(max(INTERVAL, SHARE * spent))
 
     server = await serve(talk, host, port, process_request=answer, compression=None,
                          logger=logging.getLogger("aiotimely.ui.websockets"))
@@ -114,12 +133,6 @@ async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str 
         await server.wait_closed()
 
     return Served(_url(host, bound), close)
-
-
-def _frame_now(feed: LiveFeed) -> str:
-    feed.frame()
-    assert feed.latest is not None
-    return feed.latest
 
 
 def _url(host: str, port: Any) -> str:
