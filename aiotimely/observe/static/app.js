@@ -239,7 +239,7 @@
           const cells = [id, names.get(id) || "", "w" + w.worker,
                          s.inputs.map(i => times(i.frontier)).join(" | "),
                          String(s.inputs.reduce((n, i) => n + i.queued_records, 0)), caps,
-                         rates(s.inputs.length, [s])];
+                         (s.inputs.length ? s.rate_in.toFixed(1) : "–") + " / " + s.rate_out.toFixed(1)];
           for (const c of cells) html("td", {}, c, row);
         }
       }
