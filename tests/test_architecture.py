@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "aiotimely"
 PACKAGES = ["aiotimely", "aiotimely.progress", "aiotimely.comm", "aiotimely.worker", "aiotimely.dataflow",
-            "aiotimely.connectors"]
+            "aiotimely.connectors", "aiotimely.testing"]
 
 
 def test_imports_follow_the_layers_and_have_no_cycles():

@@ -14,6 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Union, overload
 
 from ..dataflow.capture import Captured, capture
+from ..dataflow.stream import StreamCore
 from ..execution import Worker, execute_async
 from ..worker.loop import run
 from .outputs import Outputs
@@ -38,8 +39,6 @@ class DataflowTimeout(TimeoutError):
 def collect(result: Any, where: str = "build") -> dict[str | None, Captured]:
     """Capture the stream(s) a build function returned, on this worker: ``{None: capture}`` for one stream,
     ``{name: capture}`` for a dict of them."""
-    from ..dataflow.stream import StreamCore
-
     if isinstance(result, StreamCore):
         return {None: capture(result)}
     if isinstance(result, Mapping) and result and all(isinstance(s, StreamCore) for s in result.values()):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, NamedTuple, Union
 
 from ..dataflow import Capability, OperatorOutput, source
 from ..progress import TimestampType
+from ..progress.timestamp import less_equal
 from .outputs import Outputs
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Script:
     def late(self, ttype: TimestampType[Any, Any] | None = None) -> list[tuple[int, Any, Any, Any]]:
         """The records sent behind the frontier, as ``(step, time, record, frontier)``: in ``mode="event"``, the
         late ones, sent at ``frontier``; the other modes refuse a script that has any."""
-        le = ttype.less_equal if ttype is not None else _le
+        le = ttype.less_equal if ttype is not None else less_equal
         frontier = None
         late = []
         for i, step in enumerate(self.steps):
@@ -102,12 +103,6 @@ class Script:
 
     def __repr__(self) -> str:
         return f"Script({list(self.steps)!r})"
-
-
-def _le(a: Any, b: Any) -> bool:
-    from ..progress.timestamp import less_equal
-
-    return less_equal(a, b)
 
 
 def schedule(events: Iterable[tuple[Any, Any]], *, shuffle: int | random.Random | None = None,
