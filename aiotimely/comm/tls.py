@@ -48,8 +48,9 @@ from typing import Any, Callable, Literal, Mapping, Protocol, TypeVar, Union
 
 from ..errors import ClusterError
 
-__all__ = ["TLSConfig", "TLSError", "TLSOption", "TLSServer", "Listener", "resolve", "serve", "dial", "looks_like_tls",
-           "TLS_TO_PLAINTEXT", "ENV_CERT", "ENV_KEY", "ENV_CA", "ENV_CHECK_HOSTNAME", "TLS_HANDSHAKE_TIMEOUT"]
+__all__ = ["TLSConfig", "TLSError", "TLSOption", "TLSServer", "Listener", "resolve", "serve", "dial",
+           "connect_blocking", "looks_like_tls", "TLS_TO_PLAINTEXT", "ENV_CERT", "ENV_KEY", "ENV_CA",
+           "ENV_CHECK_HOSTNAME", "TLS_HANDSHAKE_TIMEOUT"]
 
 ENV_CERT = "AIOTIMELY_TLS_CERT"
 ENV_KEY = "AIOTIMELY_TLS_KEY"
@@ -189,6 +190,20 @@ def _describe(error: BaseException, server_side: bool) -> str:
     if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
         return f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s"
     return f"the TLS handshake failed: {text}"
+
+
+def connect_blocking(host: str, port: int, timeout: float | None, context: ssl.SSLContext | None) -> socket.socket:
+    """A blocking connection, for the clients Spark runs in its own threads and processes: TCP, then (with a
+    ``context``) the TLS handshake. An ``OSError`` means nothing answers; a failed TLS handshake raises
+    :class:`TLSError`, naming the peer and why."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    if context is None:
+        return sock
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except (OSError, EOFError) as e:
+        sock.close()
+        raise TLSError(f"TLS with {host}:{port} failed: {_describe(e, server_side=False)}") from None
 
 
 class _Ready(Protocol):

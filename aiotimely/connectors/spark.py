@@ -37,7 +37,7 @@ import asyncio
 import logging
 import os
 import secrets
-import socket
+import ssl
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
@@ -47,6 +47,7 @@ import msgpack
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
+from ..comm.tls import connect_blocking
 from ..errors import ClusterError, RecoveryError
 from .aiter import TimePolicy, from_aiter
 
@@ -78,9 +79,10 @@ def _secret_to_ship(secret: str | bytes | None) -> str | bytes | None:
 class IngressClient:
     """A blocking connection to an :func:`ingress`: handshake, then messages (and acknowledgements)."""
 
-    def __init__(self, address: str, secret: str | bytes | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, secret: str | bytes | None = None, timeout: float = 30.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         host, port = parse_address(address)
-        self._sock = socket.create_connection((host, port), timeout=timeout)
+        self._sock = connect_blocking(host, port, timeout, tls)
         self._decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
         dialer = Dialer(_secret(secret), 2, 1, expect=0)
         self._sock.sendall(dialer.start())

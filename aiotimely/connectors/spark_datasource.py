@@ -75,6 +75,7 @@ import msgpack
 from ..comm.framing import ANY, HEADER, Frame, Kind, encode_frame
 from ..comm.handshake import Acceptor, shared_secret
 from ..comm.link import Link, LinkHandler, parse_address
+from ..comm.tls import TLSConfig, TLSError, TLSOption, resolve, serve
 from ..dataflow.input import source
 from ..errors import ClusterError, RecoveryError
 from .spark import IngressClient, control_message, spark_class
@@ -116,10 +117,20 @@ def _secret(secret: str | bytes | None) -> bytes:
 
 
 class _Client(IngressClient):
-    """A blocking authenticated connection to an :class:`ArrowIngress`: messages, and Arrow frames."""
+    """A blocking authenticated connection to an :class:`ArrowIngress`: messages, and Arrow frames; over TLS
+    with ``tls`` (default: ``AIOTIMELY_TLS_*``; ``False``: never)."""
 
-    def __init__(self, address: str, secret: str | bytes | None, timeout: float) -> None:
-        super().__init__(address, _secret(secret), timeout)
+    def __init__(self, address: str, secret: str | bytes | None, timeout: float, tls: TLSOption = None) -> None:
+        config = resolve(tls)
+        context = config.client_context() if config is not None else None
+        try:
+            super().__init__(address, _secret(secret), timeout, tls=context)
+        except (ClusterError, OSError) as e:
+            if context is None or isinstance(e, TLSError):
+                raise
+            raise TLSError(f"the aiotimely ingress at {address} closed the connection during the handshake, over "
+                           "TLS: most likely it does not trust this process's certificate (its log says which): "
+                           f"{e}") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send_arrow(self, channel: int, buffer: Any) -> None:
@@ -149,7 +160,8 @@ class _StagedAttemptFields:
 class _StreamWriterLogic:
     """``DataSourceStreamArrowWriter``'s methods: ``write`` on executors, ``commit``/``abort`` on the driver."""
 
-    def __init__(self, options: Mapping[str, str], default_secret: str | bytes | None) -> None:
+    def __init__(self, options: Mapping[str, str], default_secret: str | bytes | None,
+                 tls: TLSConfig | None = None) -> None:
         if "address" not in options:
             raise ValueError('the aiotimely data source needs .option("address", "host:port") of an ArrowIngress')
         self.address = str(options["address"])
@@ -157,9 +169,11 @@ class _StreamWriterLogic:
         secret = options.get("secret")
         self.secret: str | bytes | None = secret if secret is not None else default_secret
         self.timeout = float(options.get("timeout", "120"))
+        self.tls = tls
+        """TLS as :func:`register` shipped it (not this executor's environment)."""
 
     def _connect(self) -> _Client:
-        return _Client(self.address, self.secret, self.timeout)
+        return _Client(self.address, self.secret, self.timeout, self.tls if self.tls is not None else False)
 
     def write(self, iterator: Iterator[Any]) -> Any:
         from pyspark import TaskContext
@@ -217,6 +231,7 @@ class _DataSourceLogic:
 
     options: Mapping[str, str]
     _secret: str | bytes | None = None
+    _tls: TLSConfig | None = None
     _name: str = NAME
 
     @classmethod
@@ -228,10 +243,10 @@ class _DataSourceLogic:
                          ".schema('key STRING, total LONG')")
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
-        return _spark_class("AiotimelyStreamWriter")(self.options, self._secret)
+        return _spark_class("AiotimelyStreamWriter")(self.options, self._secret, self._tls)
 
     def streamReader(self, schema: Any) -> Any:  # noqa: N802 - Spark's name
-        return stream_reader(self.options, schema, secret=self._secret)
+        return stream_reader(self.options, schema, secret=self._secret, tls=self._tls if self._tls else False)
 
 
 _SPARK_CLASSES = ("AiotimelyDataSource", "AiotimelyStreamWriter", "StagedAttempt")
@@ -258,27 +273,31 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def register(spark: Any, *, secret: str | bytes | None = None, name: str = NAME) -> Any:
+def register(spark: Any, *, secret: str | bytes | None = None, name: str = NAME, tls: TLSOption = None) -> Any:
     """Register the data source with ``spark`` (``spark.dataSource.register``) as ``format(name)``.
 
     The shared secret travels with the registered class to Spark's Python workers
     (which may not have ``AIOTIMELY_SECRET`` in their environment): ``secret``, else
     this process's ``AIOTIMELY_SECRET`` now. A query may still pass
     ``.option("secret", ...)``, though options show in Spark's plans and logs.
-    Returns the registered class.
+    So does ``tls`` (a :class:`~aiotimely.comm.tls.TLSConfig`, else this process's
+    ``AIOTIMELY_TLS_*`` now; ``False``: none): its file paths, which must hold the same
+    files on every executor. Returns the registered class.
     """
     shipped = secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
     base = _spark_class("AiotimelyDataSource")
     # a class of its own (pickled by value with the secret), not the module's (pickled by reference)
-    cls = type("AiotimelyDataSource", (base,), {"__module__": __name__, "_secret": shipped, "_name": name})
+    cls = type("AiotimelyDataSource", (base,), {"__module__": __name__, "_secret": shipped, "_name": name,
+                                                "_tls": resolve(tls)})
     spark.dataSource.register(cls)
     return cls
 
 
-def end_stream(address: str, secret: str | bytes | None = None, timeout: float = 30.0) -> None:
+def end_stream(address: str, secret: str | bytes | None = None, timeout: float = 30.0, *,
+               tls: TLSOption = None) -> None:
     """Tell the :class:`ArrowIngress` at ``address`` that the stream is over (from any process):
-    what was committed is delivered, then its stream completes."""
-    client = _Client(address, secret, timeout)
+    what was committed is delivered, then its stream completes. ``tls`` as for the ingress."""
+    client = _Client(address, secret, timeout, tls)
     try:
         client.ask("end")
     finally:
@@ -484,7 +503,10 @@ def _records(record_batch: Any, records: str) -> Any:
 class ArrowIngress:
     """The aiotimely end of ``format("aiotimely")``: a source listening at ``address`` (on worker 0).
 
-    ``records`` is ``"tuples"``, ``"dicts"`` or ``"arrow"`` (whole record batches).
+    ``records`` is ``"tuples"``, ``"dicts"`` or ``"arrow"`` (whole record batches). With
+    ``tls`` (a :class:`~aiotimely.comm.tls.TLSConfig`; default ``AIOTIMELY_TLS_*``;
+    ``False``: none) it accepts only TLS connections (:func:`register` ships the
+    configuration to Spark's side), and logs a refusal naming any other.
     :meth:`stream` makes the source in a dataflow; :attr:`address` (once listening:
     :meth:`wait_listening` from any thread, ``await`` :meth:`listening` on the loop)
     is the ``host:port`` to give Spark (pass port 0 for a free one). :meth:`close`
@@ -493,10 +515,13 @@ class ArrowIngress:
     """
 
     def __init__(self, address: str = "127.0.0.1:0", *, secret: str | bytes | None = None,
-                 records: str = "tuples", name: str = "SparkArrowIngress") -> None:
+                 records: str = "tuples", name: str = "SparkArrowIngress", tls: TLSOption = None) -> None:
         if records not in RECORDS:
             raise ValueError(f"records must be one of {RECORDS}, not {records!r}")
         self._key = _secret(secret)
+        self.tls = resolve(tls)
+        """The TLS configuration, or ``None`` for plain TCP."""
+        self._tls_context = self.tls.server_context() if self.tls is not None else None
         self._host, self._port = parse_address(address)
         self.records = records
         self.name = name
@@ -530,9 +555,9 @@ class ArrowIngress:
                 return
             loop = asyncio.get_running_loop()
             self._loop = loop
-            server = await loop.create_server(
+            server = await serve(
                 lambda: Link(Acceptor(self._key, 2, 0, allowed=lambda i: True), _Connection(state)),
-                self._host, self._port)
+                self._host, self._port, self._tls_context, name=self.name, log=log)
             try:
                 host, port = server.sockets[0].getsockname()[:2]
                 self.address = f"{host}:{port}"

@@ -61,6 +61,7 @@ from sortedcontainers import SortedDict
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, HandshakeError, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
+from ..comm.tls import TLSConfig, TLSError, TLSOption, connect_blocking, resolve, serve
 from ..errors import ClusterError, RecoveryError
 from .spark import control_message, spark_class
 
@@ -346,6 +347,7 @@ def publish_to_spark(
     end_timeout: float | None = DEFAULT_END_TIMEOUT,
     statistics: dict[str, Any] | None = None,
     name: str = "SparkPublisher",
+    tls: TLSOption = None,
 ) -> Stream:
     """Serve the records of ``stream`` to Spark, each time once it is complete (on worker 0, at ``address``).
 
@@ -363,7 +365,9 @@ def publish_to_spark(
     ``reads``, ``rows_served``, ``waits`` (times the sink stopped for Spark), ``address``.
 
     Returns the records, passed on (on worker 0) at their times; the returned stream's
-    frontier stays at the earliest time Spark has not committed.
+    frontier stays at the earliest time Spark has not committed. With ``tls`` (a
+    :class:`~aiotimely.comm.tls.TLSConfig`; default ``AIOTIMELY_TLS_*``; ``False``: none)
+    only TLS readers are served (``spark_datasource.register(spark, tls=...)``).
     """
     if stream.scope.dataflow.snapshotter is not None:
         raise RecoveryError(
@@ -371,6 +375,8 @@ def publish_to_spark(
             "committed are not in the snapshots, so a resumed dataflow would not serve the times before its "
             "snapshot again; build this dataflow without recovery")
     key = _secret(secret)
+    config = resolve(tls)
+    context = config.server_context() if config is not None else None
     host, port = parse_address(address)
     if max_pending < 1:
         raise ValueError(f"max_pending must be at least 1, not {max_pending}")
@@ -396,9 +402,9 @@ def publish_to_spark(
                 cap.downgrade(state.base)
 
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(
+        server = await serve(
             lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: i == 1), _Connection(state, links, spawn)),
-            host, port)
+            host, port, context, name=name, log=log)
         try:
             listening = server.sockets[0].getsockname()
             state.address = f"{listening[0]}:{listening[1]}"
@@ -463,14 +469,16 @@ class _Broken(ClusterError):
 class _Client:
     """A blocking authenticated connection to a publisher (from Spark's driver or an executor)."""
 
-    def __init__(self, address: str, secret: str | bytes | None, timeout: float, connect_timeout: float) -> None:
+    def __init__(self, address: str, secret: str | bytes | None, timeout: float, connect_timeout: float,
+                 tls: TLSConfig | None = None) -> None:
         self.address = address
         host, port = parse_address(address)
+        context = tls.client_context() if tls is not None else None
         deadline = _time.monotonic() + connect_timeout
         delay = 0.05
         while True:                                 # the dataflow may still be starting
             try:
-                self._sock = socket.create_connection((host, port), timeout=timeout)
+                self._sock = connect_blocking(host, port, timeout, context)
                 break
             except OSError as e:
                 if _time.monotonic() + delay > deadline:
@@ -488,6 +496,10 @@ class _Client:
                     self._sock.sendall(reply)
         except (HandshakeError, ClusterError, OSError) as e:
             self.close()
+            if context is not None and not isinstance(e, HandshakeError):
+                raise TLSError(f"the aiotimely publisher at {address} closed the connection during the handshake, "
+                               "over TLS: most likely it does not trust this reader's certificate (its log says "
+                               f"which): {e}") from None
             raise ClusterError(f"the aiotimely publisher at {address} refused this reader: the handshake failed "
                                f"({e}); is the secret the same on both sides?") from None
         self._decoder.limit(MAX_FRAME)
@@ -557,7 +569,8 @@ class _ReaderLogic:
     offset — waiting for it, rather than what is complete when the query starts).
     """
 
-    def __init__(self, options: Mapping[str, str], schema: Any, default_secret: str | bytes | None = None) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Any, default_secret: str | bytes | None = None,
+                 tls: TLSOption = None) -> None:
         if options.get("address") is None:
             raise ValueError('the aiotimely reader needs .option("address", "host:port") of a publish_to_spark sink')
         self.address = str(options["address"])
@@ -566,6 +579,7 @@ class _ReaderLogic:
         self.secret: str | bytes | None = secret if secret is not None else (
             default_secret if default_secret is not None else os.environ.get("AIOTIMELY_SECRET"))
         self.timeout = float(options.get("timeout", "60"))
+        self.tls = resolve(tls)
         self.connect_timeout = float(options.get("connectTimeout", "30"))
         self.partition_count = int(options.get("numPartitions", "1"))
         if self.partition_count < 1:
@@ -589,14 +603,15 @@ class _ReaderLogic:
     # -- the driver's connection
 
     def _connect(self) -> _Client:
-        return _Client(self.address, self.secret, self.timeout, self.connect_timeout)
+        return _Client(self.address, self.secret, self.timeout, self.connect_timeout, self.tls)
 
     def _ask(self, *message: Any, retry: bool = True) -> list[Any]:
         """A request on the driver's connection (every request is idempotent: one made again on a new
         connection, when the one kept from an earlier call has broken, does no harm)."""
         reused = self._client is not None
         if self._client is None:
-            self._client = _Client(self.address, self.secret, self.timeout, self.connect_timeout if retry else 0.0)
+            self._client = _Client(self.address, self.secret, self.timeout, self.connect_timeout if retry else 0.0,
+                                   self.tls)
         try:
             return self._client.ask(*message)
         except (OSError, ClusterError) as e:
@@ -724,7 +739,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def stream_reader(options: Mapping[str, str], schema: Any, *, secret: str | bytes | None = None) -> Any:
+def stream_reader(options: Mapping[str, str], schema: Any, *, secret: str | bytes | None = None,
+                  tls: TLSOption = None) -> Any:
     """The ``DataSourceStreamReader`` for a query's ``options`` and ``schema`` (a ``StructType``): what a
-    ``DataSource.streamReader(schema)`` returns. ``secret`` is the default when the options give none."""
-    return _spark_class("AiotimelyStreamReader")(options, schema, secret)
+    ``DataSource.streamReader(schema)`` returns. ``secret`` is the default when the options give none;
+    ``tls`` as for :func:`publish_to_spark` (default ``AIOTIMELY_TLS_*``)."""
+    return _spark_class("AiotimelyStreamReader")(options, schema, secret, tls)
