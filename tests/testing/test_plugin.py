@@ -81,6 +81,7 @@ def test_deliberately_wrong():
 
 def test_a_test_project_uses_the_fixtures_strategies_and_readable_failures(pytester):
     pytester.makepyfile(flows=FLOWS, test_project=TESTS)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-vv", timeout=120)   # -vv: untruncated
     # each test that takes the fixtures ran on 1 and on 2 workers, unless it asked for its own counts
     result.assert_outcomes(passed=12, failed=1)
@@ -107,11 +108,11 @@ def test_a_test_project_uses_the_fixtures_strategies_and_readable_failures(pytes
 
 
 def test_the_worker_counts_come_from_the_ini_file(pytester):
-    pytester.makeini("[pytest]\naiotimely_workers = 1 3\n")
+    pytester.makeini("[pytest]\naiotimely_workers = 1 3\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makepyfile(test_counts="""
         def test_counts(workers):
             assert workers in (1, 3)
     """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=60)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v")  # the plugin: loaded here already
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_counts?1-worker? PASSED*", "*test_counts?3-workers? PASSED*"])
