@@ -212,8 +212,10 @@ def _mid(node: str) -> str:
 
 
 def _mtext(text: str) -> str:
-    """A Mermaid quoted label: quotes and angle brackets as Mermaid's entity codes, newlines as ``<br>``."""
-    text = text.replace("#", "#35;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")
+    """A Mermaid quoted label: ``& " < > #`` as HTML entities (Mermaid 11 shows its own ``#quot;`` codes
+    as they are), newlines as ``<br>``."""
+    text = (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("#", "&num;"))
     return '"' + text.replace("\n", "<br>") + '"'
 
 
