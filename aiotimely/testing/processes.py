@@ -93,7 +93,7 @@ def run_processes(build: str | Callable[..., Any], processes: int = 2, workers: 
                     "AIOTIMELY_SECRET": secrets.token_hex(16),
                     "AIOTIMELY_CONNECT_TIMEOUT": str(min(timeout, 30.0)),
                     # the processes import the build function as this process would
-                    "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                    "PYTHONPATH": os.pathsep.join(p for p in [(env or {}).get("PYTHONPATH", ""), *sys.path] if p)}
         procs = []
         try:
             for p in range(processes):

@@ -72,7 +72,12 @@ def run_dataflow(build: Build, *, workers: int = 1, timestamp: Any = int, timeou
 
     ``timestamp`` is the dataflow's timestamp type; ``loop`` the event loop (as for :func:`aiotimely.execute`).
     Raises what the dataflow raised, or :class:`DataflowTimeout` after ``timeout`` seconds."""
-    return run(run_dataflow_async(build, workers=workers, timestamp=timestamp, timeout=timeout), loop)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run(run_dataflow_async(build, workers=workers, timestamp=timestamp, timeout=timeout), loop)
+    raise RuntimeError("run_dataflow runs an event loop of its own, and cannot from inside a running one (an async "
+                       "test): use 'await run_dataflow_async(build, ...)' there")
 
 
 async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any = int,

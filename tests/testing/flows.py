@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiotimely as at
 from aiotimely.testing import schedule, script_source
 
@@ -31,3 +33,13 @@ def fails(scope: at.Scope) -> at.Stream:
     """A dataflow whose operator fails on worker 1 (of any process) only."""
     return at.to_stream([scope.worker.index], scope).map(lambda i: 1 // (1 - i))
 
+
+
+def never_ends(scope: at.Scope) -> at.Stream:
+    """A source that holds its capability and never sends again."""
+
+    async def stuck(output, cap):
+        output.session(cap).give("started")
+        await asyncio.Event().wait()
+
+    return at.source(scope, "Stuck", stuck)

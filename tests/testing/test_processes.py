@@ -41,6 +41,14 @@ def test_a_failing_process_fails_the_run_naming_the_error_and_the_process():
     assert "ZeroDivisionError" in message
 
 
+def test_a_run_that_does_not_end_is_stopped_and_fails():
+    with pytest.raises(ProcessesFailed) as info:
+        run_processes(flows.never_ends, processes=2, timeout=2)
+    message = str(info.value)
+    assert "the run of tests.testing.flows:never_ends on 2 processes did not end within 2 s" in message
+    assert "process 0: killed" in message and "process 1: killed" in message
+
+
 def test_targets_that_processes_cannot_import_are_refused_up_front():
     with pytest.raises(ValueError, match="top level of a module"):
         run_processes(lambda scope: scope, processes=2)

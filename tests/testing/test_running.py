@@ -93,3 +93,5 @@ def test_errors_of_the_dataflow_and_of_the_build_function_reach_the_test():
 async def test_on_the_loop_of_an_async_test():
     out = await run_dataflow_async(lambda scope: at.to_stream("ab", scope).map(str.upper), workers=2)
     assert out == {0: ["A", "A", "B", "B"]}
+    with pytest.raises(RuntimeError, match="use 'await run_dataflow_async"):
+        run_dataflow(lambda scope: at.to_stream("ab", scope))
