@@ -67,7 +67,8 @@ async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str 
         raise ImportError("the live dataflow page needs the websockets package: pip install 'aiotimely[ui]'") from None
 
     files = static_files()
-    processes = 1
+    # every process runs as many workers as this one (execute's layout), unless the cluster says otherwise
+    processes = max(1, schedulers[0].peers // len(schedulers)) if schedulers else 1
     if cluster is not None:
         process, processes = cluster.index, cluster.processes
     feed = LiveFeed(schedulers, process=process, processes=processes)
