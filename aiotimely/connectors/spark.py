@@ -47,7 +47,7 @@ import msgpack
 from ..comm.framing import MAX_FRAME, Frame, FrameDecoder, Kind, encode_frame
 from ..comm.handshake import Acceptor, Dialer, shared_secret
 from ..comm.link import HANDSHAKE_MAX_FRAME, Link, LinkHandler, parse_address
-from ..comm.tls import connect_blocking
+from ..comm.tls import TLSConfig, TLSOption, connect_blocking, resolve, serve
 from ..errors import ClusterError, RecoveryError
 from .aiter import TimePolicy, from_aiter
 
@@ -71,6 +71,11 @@ def _secret_to_ship(secret: str | bytes | None) -> str | bytes | None:
     """The secret Spark's executors will use: ``secret``, or this process's ``AIOTIMELY_SECRET`` now,
     since the executors' environment may not have it."""
     return secret if secret is not None else os.environ.get("AIOTIMELY_SECRET")
+
+
+def _client_context(tls: TLSConfig | None) -> ssl.SSLContext | None:
+    """The client context for the TLS configuration a Spark-side class shipped (``None``: plain TCP)."""
+    return tls.client_context() if tls is not None else None
 
 
 # -- the Spark side: blocking clients ----------------------------------------------------------
@@ -126,12 +131,13 @@ class AiotimelyForeachWriter:
 
     _client: IngressClient | None  # set by open, None again after close
 
-    def __init__(self, address: str, secret: str | bytes | None = None) -> None:
+    def __init__(self, address: str, secret: str | bytes | None = None, tls: TLSOption = None) -> None:
         self.address = address
         self.secret = _secret_to_ship(secret)
+        self.tls = resolve(tls)  # this process's AIOTIMELY_TLS_* now, as the secret: shipped to the executors
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
-        self._client = IngressClient(self.address, self.secret)
+        self._client = IngressClient(self.address, self.secret, tls=_client_context(self.tls))
         self._client.send("open", epoch_id, partition_id)
         self._rows: list[Any] = []
         return True
@@ -171,10 +177,11 @@ class ForeachBatchSink:
     """
 
     def __init__(self, address: str | None = None, secret: str | bytes | None = None, *,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, tls: TLSOption = None) -> None:
         self.address = address
         self.secret = _secret_to_ship(secret)
         self.timeout = timeout
+        self.tls = resolve(tls)  # a paired ingress's own, once paired
         self._secret_given = secret is not None
         self._paired = False
         self._ingress: tuple[asyncio.AbstractEventLoop, _Ingress] | None = None  # paired, once it listens
@@ -187,10 +194,12 @@ class ForeachBatchSink:
             self._listening.set()
 
     def __getstate__(self) -> dict[str, Any]:  # Spark Connect pickles the function: without the thread primitives
-        return {"address": self.address, "secret": self.secret, "timeout": self.timeout, "closed": self._closed}
+        return {"address": self.address, "secret": self.secret, "timeout": self.timeout, "closed": self._closed,
+                "tls": self.tls}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["address"], state["secret"], timeout=state["timeout"])  # type: ignore[misc]
+        self.__init__(state["address"], state["secret"], timeout=state["timeout"],  # type: ignore[misc]
+                      tls=state.get("tls") or False)
         self._closed = state["closed"]
 
     def _pair(self, secret: str | bytes | None) -> str | bytes:
@@ -223,7 +232,7 @@ class ForeachBatchSink:
                 f"this foreachBatch sink has had no ingress to send to for {self.timeout} s: give it an address, "
                 "or give it to ingress(scope, sink=...) in this process and run that dataflow")
         assert self.address is not None
-        return IngressClient(self.address, self.secret, self.timeout)
+        return IngressClient(self.address, self.secret, self.timeout, tls=_client_context(self.tls))
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         with self._sending:
@@ -318,13 +327,15 @@ class EpochListener(_listener_base()):  # type: ignore[misc]
     and (``end_on_termination``) that the stream ended when a query terminates without error — a query that
     failed may be restarted from its checkpoint, and the ingress waits for it."""
 
-    def __init__(self, address: str, secret: str | bytes | None = None, *, end_on_termination: bool = True) -> None:
+    def __init__(self, address: str, secret: str | bytes | None = None, *, end_on_termination: bool = True,
+                 tls: TLSOption = None) -> None:
         self.address = address
         self.secret = _secret_to_ship(secret)
         self.end_on_termination = end_on_termination
+        self.tls = resolve(tls)
 
     def _tell(self, *message: Any) -> None:
-        client = IngressClient(self.address, self.secret)
+        client = IngressClient(self.address, self.secret, tls=_client_context(self.tls))
         try:
             client.request(*message)
         finally:
@@ -521,6 +532,7 @@ def ingress(
     statistics: dict[str, Any] | None = None,
     sink: ForeachBatchSink | None = None,
     name: str = "SparkIngress",
+    tls: TLSOption = None,
 ) -> Stream:
     """A stream of the rows Spark sends (as dicts), at their epoch; on worker 0.
 
@@ -532,6 +544,8 @@ def ingress(
     when Spark says the query terminated (:class:`EpochListener`), the sink is closed,
     or an ``end`` message arrives; ``statistics`` (a dict) then receives the replays
     ignored and attempts discarded. A sink closed with an error fails the dataflow.
+    With ``tls`` (a :class:`~aiotimely.comm.tls.TLSConfig`; default ``AIOTIMELY_TLS_*``;
+    ``False``: none) only TLS clients are accepted; a paired ``sink`` uses the same.
     """
     if scope.dataflow.snapshotter is not None:
         raise RecoveryError(
@@ -539,14 +553,19 @@ def ingress(
             "once its rows reach aiotimely, before a snapshot keeps them, so a crash would lose them; build this "
             "dataflow without recovery")
     key = _secret(sink._pair(secret) if sink is not None else secret)
+    config = resolve(tls)
+    context = config.server_context() if config is not None else None
+    if sink is not None:
+        sink.tls = config
     host, port = parse_address(address)
     state = _Ingress(name)
     policy = _EpochPolicy()
 
     async def rows() -> AsyncIterator[tuple[int, Any]]:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: True), _IngressConnection(state)), host, port)
+        server = await serve(
+            lambda: Link(Acceptor(key, 2, 0, allowed=lambda i: True), _IngressConnection(state)), host, port,
+            context, name=name, log=log)
         try:
             listening = server.sockets[0].getsockname()
             where = f"{listening[0]}:{listening[1]}"

@@ -112,3 +112,45 @@ def test_spark_reads_a_tls_publisher_and_a_plaintext_reader_is_refused(certs, ca
         got = asyncio.run(asyncio.wait_for(main(), 60))
     assert sorted(got) == [(1,), (2,)]
     assert any("a plaintext connection to a TLS listener" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_the_foreach_ingress_takes_tls_writers_and_refuses_plaintext(certs, caplog):
+    from aiotimely.connectors.spark import AiotimelyForeachWriter, EpochListener, ingress
+
+    rows: list[tuple[int, Any]] = []
+    failure: list[BaseException] = []
+    listening = threading.Event()
+    where: list[str] = []
+
+    async def build(worker: Any) -> None:
+        ready = asyncio.get_running_loop().create_future()
+        worker.dataflow(lambda s: ingress(s, "127.0.0.1:0", secret=SECRET, ready=ready, tls=certs.node())
+                        .inspect_time(lambda t, r: rows.append((t, r))))
+        where.append(await ready)
+        listening.set()
+
+    def main() -> None:
+        try:
+            at.execute(build, loop="asyncio")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failure.append(e)
+        finally:
+            listening.set()
+
+    thread = threading.Thread(target=main, daemon=True)
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors.spark"):
+        thread.start()
+        assert listening.wait(10) and where, failure
+        with pytest.raises(at.ClusterError, match="closed the connection"):
+            AiotimelyForeachWriter(where[0], SECRET, tls=False).open(0, 0)          # plaintext: refused
+        writer = AiotimelyForeachWriter(where[0], SECRET, tls=certs.node())         # as a Spark task
+        assert writer.open(0, 0)
+        writer.process({"id": 1})
+        writer.close(None)
+        listener = EpochListener(where[0], SECRET, tls=certs.node())               # as Spark's driver
+        listener._tell("epoch", 0)
+        listener._tell("end")
+        thread.join(20)
+    assert not thread.is_alive() and not failure, failure
+    assert rows == [(0, {"id": 1})]
+    assert any("a plaintext connection to a TLS listener" in r.getMessage() for r in caplog.records), caplog.text
