@@ -49,16 +49,20 @@ def test_a_stuck_input_is_what_holds_time_back() -> None:
 def test_over_several_workers_only_the_earliest_holds_time_back() -> None:
     workers: list[at.Worker] = []
     checked = asyncio.Event()
+    both = asyncio.Event()
     found: dict[str, object] = {}
 
     async def build(worker: at.Worker) -> None:
         inp: at.InputHandle[int] = at.InputHandle()
         probe = worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda x: x).probe(), name="pairs")
         workers.append(worker)
+        if len(workers) == 2:
+            both.set()
         if worker.index == 0:
             inp.send(1)
             inp.advance_to(5)  # worker 1's input stays at 0
-            await worker.step_while(lambda: len(workers) < 2)
+            await asyncio.wait_for(both.wait(), timeout=30)  # worker 1 built its dataflow too
+            await worker.step()
             schedulers = [w._scheduler for w in sorted(workers, key=lambda w: w.index)]
             found["alone"] = [op.holds_back for op in snapshot(schedulers[0]).dataflows[0].operators
                               if op.name == "Input"]

@@ -289,18 +289,22 @@ def test_an_operator_holding_a_capability_is_highlighted_as_what_holds_time_back
 def test_with_two_workers_the_page_says_which_worker_holds_time_back(browser: Any) -> None:
     workers: list[at.Worker] = []
     checked = asyncio.Event()
+    both = asyncio.Event()
 
     async def build(worker: at.Worker) -> None:
         inp: at.InputHandle[int] = at.InputHandle()
         worker.dataflow(lambda s: named(inp.to_stream(s).exchange(lambda x: x), "Numbers").probe(), name="pairs")
         workers.append(worker)
+        if len(workers) == 2:
+            both.set()
         if worker.index == 1:  # its input stays open at 0 until the page was checked
             await asyncio.wait_for(checked.wait(), timeout=WAIT * 3)
             inp.close()
             return
         inp.send_batch(list(range(10)))
         inp.advance_to(5)
-        await worker.step_while(lambda: len(workers) < 2)
+        await asyncio.wait_for(both.wait(), timeout=30)  # worker 1 built its dataflow too
+        await worker.step()
         served = await serve_ui([w._scheduler for w in sorted(workers, key=lambda w: w.index)])
         try:
             await asyncio.to_thread(browser.get, served.url)
