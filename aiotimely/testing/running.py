@@ -95,19 +95,19 @@ async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any =
         name = getattr(build, "__name__", "")
         worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp)
 
-    run = asyncio.ensure_future(execute_async(on_worker, workers=workers))
+    task = asyncio.ensure_future(execute_async(on_worker, workers=workers))
     try:
-        done, _ = await asyncio.wait({run}, timeout=timeout)
+        done, _ = await asyncio.wait({task}, timeout=timeout)
         if not done:  # what was collected, before stopping the workers changes the frontiers
             so_far = merge(captures, minimum[0]) if captures else None
             raise DataflowTimeout(_timeout_message(where, workers, timeout, so_far))
-        run.result()
+        task.result()
     finally:
-        if not run.done():
-            run.cancel()
-            await asyncio.wait({run}, timeout=10.0)
-        if run.done() and not run.cancelled():
-            run.exception()  # retrieved: the error raised (if any) is the test's
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=10.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the error raised (if any) is the test's
     return merge(captures, minimum[0])
 
 
