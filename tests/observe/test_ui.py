@@ -71,6 +71,7 @@ def test_the_page_and_its_files_are_served_over_plain_http() -> None:
                 assert served.url.startswith("http://127.0.0.1:")
                 status, kind, page = await asyncio.to_thread(_get, served.url)
                 assert status == 200 and kind.startswith("text/html") and b"static/dagre.min.js" in page
+                assert b'="http' not in page and b"//cdn" not in page  # everything from here: it works offline
                 status, kind, script = await asyncio.to_thread(_get, served.url + "static/dagre.min.js")
                 assert status == 200 and "javascript" in kind and b"graphlib" in script
                 status, kind, frame = await asyncio.to_thread(_get, served.url + "frame.json")
