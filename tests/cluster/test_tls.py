@@ -38,6 +38,17 @@ def test_a_two_process_cluster_over_tls_gives_the_right_output(tmp_path, certs):
     assert counts == dict(Counter(TEXT.split()))
 
 
+def test_back_pressure_holds_over_tls(tmp_path, certs):
+    # ~200 MB of records to a slow consumer, as in test_backpressure: TLS buffers must not undo the bound
+    results = Cluster(f"{PROGRAMS}:flood", 2, 1, env=certs.env(), tmp_path=tmp_path).wait(timeout=120)
+    peaks = {}
+    for code, out, err in results:
+        assert code == 0, err[-2000:]
+        _, worker, mib = out.split()[-3:]
+        peaks[int(worker)] = int(mib)
+    assert peaks[0] < 120 and peaks[1] < 100, peaks
+
+
 def test_a_plaintext_peer_and_an_untrusted_one_are_refused_while_the_tls_cluster_computes(tmp_path, certs):
     from aiotimely.comm.handshake import Dialer
 
