@@ -35,7 +35,6 @@ import socketserver
 import threading
 import wsgiref.simple_server
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..comm.cluster import Cluster
@@ -92,14 +91,11 @@ def frontier_lags(flow: DataflowView) -> dict[tuple[str, int], float]:
     return lags
 
 
-@dataclass
 class _Families:
     """The metric families of one scrape, filled worker by worker."""
 
-    prom: Any
-
-    def __post_init__(self) -> None:
-        core = self.prom.core
+    def __init__(self, prom: Any) -> None:
+        core = prom.core
         counter, gauge = core.CounterMetricFamily, core.GaugeMetricFamily
         worker, op = ["process", "worker"], _OPERATOR
         inp, out = _OPERATOR + ["port", "channel"], _OPERATOR + ["port"]
@@ -140,7 +136,8 @@ class _Families:
                                        "Frames received from the peer process.", labels=peer)
 
     def all(self) -> list[Any]:
-        return [value for value in vars(self).values() if value is not self.prom]
+        """Every family, in the order made."""
+        return list(vars(self).values())
 
 
 def _worker_metrics(families: _Families, scheduler: Scheduler, process: str) -> None:

@@ -233,3 +233,32 @@ def test_two_processes_over_tcp_serve_record_counts_frontiers_and_connection_tra
             if proc.proc.poll() is None:
                 proc.proc.kill()
                 proc.proc.wait(timeout=TIMEOUT)
+
+
+def test_a_scrape_while_an_operator_blocks_the_loop_is_empty_not_stuck(monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(metrics, "SCRAPE_TIMEOUT", 0.1)
+
+    async def main() -> None:
+        async with at.Worker() as worker:
+            served = await serve_metrics([worker._scheduler])
+            scraped: list[Any] = []
+            released = threading.Event()
+
+            def scraper() -> None:
+                try:
+                    scraped.append(scrape(served.url))
+                finally:
+                    released.set()
+
+            thread = threading.Thread(target=scraper)
+            thread.start()
+            released.wait(TIMEOUT)  # the event loop is blocked, as by an operator that never yields, until then
+            thread.join(TIMEOUT)
+            assert scraped == [[]]
+            samples = await asyncio.to_thread(scrape, served.url)  # the loop is free again: so is the next scrape
+            assert value(samples, "aiotimely_worker_rounds_total", worker="0") is not None
+            await served.close()
+
+    asyncio.run(main())
+    assert "the event loop did not answer within 0.1 s" in caplog.text
