@@ -443,7 +443,8 @@ class OperatorRuntime:
                                           sum(len(batch) for _, batch in queue), tuple(frontier.elements)))
         return OperatorStatistics(self.scope.dataflow.name, ".".join(map(str, self.path)), self.path, self.name,
                                   self.activations, self.busy, tuple(inputs),
-                                  tuple(out.records for out in self.outputs), self.done)
+                                  tuple(out.records for out in self.outputs), self.done,
+                                  tuple(stage.name for stage in self.chain.stages) if self.chain is not None else ())
 
     def blockers(self) -> list[str]:
         """What this operator holds back, in words: capabilities held, input never drained."""

@@ -37,6 +37,7 @@ class OperatorStatistics:
     ``id`` is its path joined with dots (``"0.3"``: dataflow 0, child 3), the same on every worker.
     ``busy_seconds`` includes the fused chains it feeds directly (they run inside its pushes, see
     :mod:`aiotimely.dataflow.fusion`); such a chain counts the records it takes and sends, but no activations.
+    A fused chain is named after its first stage; ``stages`` names them all (empty for other operators).
     """
 
     dataflow: str
@@ -49,6 +50,7 @@ class OperatorStatistics:
     outputs: tuple[int, ...]
     """Records sent on each output."""
     done: bool
+    stages: tuple[str, ...] = ()
 
     @property
     def records_in(self) -> int:
@@ -93,5 +95,9 @@ class WorkerStatistics:
         for op in self.operators:
             if op.name == name:
                 return op
+        for op in self.operators:
+            if name in op.stages:
+                raise KeyError(f"{name!r} runs fused in operator {op.name!r} ({op.id}) on worker {self.index}, "
+                               f"with the stages {' -> '.join(op.stages)}: its counts are that operator's")
         raise KeyError(f"worker {self.index} has no operator named {name!r} "
                        f"(it has: {sorted({op.name for op in self.operators})})")

@@ -262,3 +262,19 @@ def test_a_scrape_while_an_operator_blocks_the_loop_is_empty_not_stuck(monkeypat
 
     asyncio.run(main())
     assert "the event loop did not answer within 0.1 s" in caplog.text
+
+
+def test_a_fused_chain_is_one_operator_that_names_its_stages() -> None:
+    workers: list[at.Worker] = []
+
+    def build(worker: at.Worker) -> None:
+        workers.append(worker)
+        worker.dataflow(lambda scope: at.to_stream(range(10), scope).map(lambda x: x + 1).filter(lambda x: x % 2)
+                        .probe())
+
+    at.execute(build)
+    stats = workers[0].statistics()
+    chain = stats.operator("Map")
+    assert chain.stages == ("Map", "Filter") and (chain.records_in, chain.records_out) == (10, 5)
+    with pytest.raises(KeyError, match="'Filter' runs fused in operator 'Map'"):
+        stats.operator("Filter")
