@@ -37,6 +37,9 @@ log = logging.getLogger("aiotimely.worker")
 KEEP_FINISHED = 16
 """How many complete dataflows a worker keeps for :meth:`Scheduler.statistics` (the latest ones)."""
 
+LOGGED_NAMES = 20
+"""How many operator names the log line of a dataflow built shows (then how many more there are)."""
+
 CLOSE_TIMEOUT = 5.0
 """Seconds the operators of a stopping worker get to run their cleanup (``finally``, ``async with``)."""
 
@@ -103,8 +106,10 @@ class Scheduler:
         self._dataflows[index] = dataflow
         if log.isEnabledFor(logging.INFO):
             names = [op.statistics().name for op in dataflow.operators()]
+            shown = ", ".join(names[:LOGGED_NAMES]) + (f", ... ({len(names) - LOGGED_NAMES} more)"
+                                                        if len(names) > LOGGED_NAMES else "")
             log.info("worker %d: dataflow %r (#%d) built with %d operators: %s", self.index, dataflow.name, index,
-                     len(names), ", ".join(names))
+                     len(names), shown)
 
     # -- for dataflow code (WorkerHandle) -----------------------------------------------------
 

@@ -73,3 +73,19 @@ def test_peers_connecting_and_closing_are_logged(caplog: pytest.LogCaptureFixtur
     closed = [line for line in lines if "closed (" in line]
     assert closed and all("bytes sent" in line for line in closed)
     assert not [r for r in caplog.records if r.name == "aiotimely.cluster" and r.levelno >= logging.WARNING]
+
+
+def test_a_big_dataflow_is_logged_in_one_short_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="aiotimely.worker")
+
+    def build(worker: at.Worker) -> None:
+        def make(scope: at.Scope[at.Stream]) -> None:
+            stream = at.to_stream(range(3), scope)
+            for _ in range(30):
+                stream = stream.exchange(lambda x: x)
+
+        worker.dataflow(make, name="long")
+
+    at.execute(build)
+    (built,) = [line for line in messages(caplog, "aiotimely.worker") if "'long' (#0) built" in line]
+    assert "built with 31 operators: ToStream, Exchange," in built and built.endswith("... (11 more)")
