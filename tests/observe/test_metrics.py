@@ -278,3 +278,17 @@ def test_a_fused_chain_is_one_operator_that_names_its_stages() -> None:
     assert chain.stages == ("Map", "Filter") and (chain.records_in, chain.records_out) == (10, 5)
     with pytest.raises(KeyError, match="'Filter' runs fused in operator 'Map'"):
         stats.operator("Filter")
+
+
+def test_a_port_in_use_is_an_error_naming_it() -> None:
+    async def main() -> None:
+        async with at.Worker() as worker:
+            served = await serve_metrics([worker._scheduler])
+            port = int(served.url.rsplit(":", 1)[1].split("/")[0])
+            try:
+                with pytest.raises(OSError, match=f"process 3 cannot serve metrics on 127.0.0.1:{port}"):
+                    await serve_metrics([worker._scheduler], port, process=3)
+            finally:
+                await served.close()
+
+    asyncio.run(main())
