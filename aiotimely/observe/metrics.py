@@ -2,8 +2,8 @@
 
 Every scrape reads the live counts (``Scheduler.statistics()``, ``Link.statistics()``)
 and :func:`~aiotimely.observe.snapshot.snapshot` of each worker, on the workers' event
-loop between two rounds (the HTTP server runs in a thread of its own, so a scrape
-never waits for a round to end nor a round for a scrape to be sent). Nothing is
+loop between two rounds, so it never sees a round half done; the HTTP server runs
+in a thread of its own, so the workers never wait for a scraper to read. Nothing is
 counted for metrics beyond what the runtime always counts: serving them costs only
 the scrapes.
 
