@@ -181,14 +181,13 @@ def _describe(error: BaseException, server_side: bool) -> str:
     elif "ALERT" in reason and ("UNKNOWN_CA" in reason or "BAD_CERTIFICATE" in reason
                                 or "CERTIFICATE_REQUIRED" in reason):
         return f"certificate not trusted: the peer does not trust this process's certificate ({text})"
-    if isinstance(error, (ConnectionResetError, ssl.SSLEOFError, EOFError, ssl.SSLZeroReturnError)) or (
-            isinstance(error, ConnectionError)):
+    if isinstance(error, (TimeoutError, ConnectionAbortedError)):  # asyncio aborts a handshake past its time
+        return f"the TLS handshake took too long ({text})"
+    if isinstance(error, (ConnectionError, ssl.SSLEOFError, EOFError, ssl.SSLZeroReturnError)):
         if server_side:
             return f"the peer closed the connection during the TLS handshake ({text})"
         return ("the peer closed the connection during the TLS handshake: it is probably a plaintext listener "
                 f"(started without TLS), or it does not trust this process's certificate ({text})")
-    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
-        return f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s"
     return f"the TLS handshake failed: {text}"
 
 
@@ -279,7 +278,11 @@ async def dial(factory: Callable[[], L], host: str, port: int, context: ssl.SSLC
     try:
         tls = await loop.start_tls(transport, shim, context, server_hostname=host,
                                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
-    except (OSError, EOFError, TimeoutError, asyncio.TimeoutError) as e:
+    except (TimeoutError, ConnectionAbortedError) as e:  # a listener too busy to answer: worth another try
+        transport.abort()
+        raise ClusterError(f"TLS with {where}: no answer to the TLS handshake within {TLS_HANDSHAKE_TIMEOUT:g} s "
+                           f"({e})") from None
+    except (OSError, EOFError) as e:
         transport.abort()
         raise TLSError(f"TLS with {where} failed: {_describe(e, server_side=False)}") from None
     if tls is None:

@@ -45,12 +45,12 @@ def _ca(name: str, cwd: Path) -> None:
              cwd=cwd)
 
 
-def _leaf(name: str, ca: str, cwd: Path) -> None:
+def _leaf(name: str, ca: str, cwd: Path, serial: int) -> None:
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
              "-out", f"{name}.csr", "-subj", f"/CN=aiotimely test {name}", cwd=cwd)
     (cwd / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-set_serial",
-             str(abs(hash(name)) % 10**9), "-days", "2", "-out", f"{name}.pem", "-extfile", "san.ext", cwd=cwd)
+             str(serial), "-days", "2", "-out", f"{name}.pem", "-extfile", "san.ext", cwd=cwd)
 
 
 def make_certificates(where: Path) -> Certificates:
@@ -60,6 +60,6 @@ def make_certificates(where: Path) -> Certificates:
     where.mkdir(parents=True, exist_ok=True)
     _ca("ca", where)
     _ca("other-ca", where)
-    _leaf("node", "ca", where)
-    _leaf("stranger", "other-ca", where)
+    _leaf("node", "ca", where, 1001)
+    _leaf("stranger", "other-ca", where, 1002)
     return Certificates(where)
