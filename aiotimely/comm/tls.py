@@ -210,7 +210,6 @@ class _Ready(Protocol):
 
 
 L = TypeVar("L", bound=_Ready)
-P = TypeVar("P", bound=asyncio.BaseProtocol)
 
 
 class _Shim(asyncio.Protocol):
