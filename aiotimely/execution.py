@@ -12,24 +12,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import logging
 import os
+import re
+import signal
+import sys
+import threading
 from types import TracebackType
-from typing import Any, Callable, Sequence, TypeVar, overload
+from typing import Any, Callable, NoReturn, Sequence, TypeVar, overload
 
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
-from .comm.tls import TLSOption
+from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY, TLSOption
 from .dataflow.scope import BuildContext, Dataflow, Scope
 from .dataflow.state import StateStore
 from .errors import ClusterError
+from .observe.serving import Served
 from .stream import Stream
 from .worker import Computation, Scheduler, WorkerStatistics
+from .worker.computation import Halted
 from .worker.logging import LogRegistry
 from .worker.loop import run
 
-__all__ = ["Worker", "execute", "execute_async", "execute_from_args", "parse_args"]
+__all__ = ["Worker", "execute", "execute_async", "execute_from_args", "parse_args", "execute_options", "add_options",
+           "stop_grace", "STOP_GRACE"]
 
 R = TypeVar("R")
+
+log = logging.getLogger("aiotimely")
 
 
 class Worker:
@@ -43,6 +53,7 @@ class Worker:
                  recovery: StateStore | None = None) -> None:
         self._scheduler = Scheduler(index, peers, computation or Computation(peers))
         self._recovery = recovery
+        self._served: list[Served] = []
 
     @property
     def index(self) -> int:
@@ -130,15 +141,58 @@ class Worker:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
+        """The block ended: run every dataflow to completion. If the block's task was cancelled (Ctrl-C in
+        ``asyncio.run``), stop gracefully first: the sources end, the inputs close and the dataflows drain (for
+        up to :data:`STOP_GRACE` seconds); the ``CancelledError`` then goes on, as it would have."""
+        scheduler = self._scheduler
         try:
             if exc_type is None:
-                self._scheduler.end_build()
-                await self._scheduler.step_until_done()
+                scheduler.end_build()
+                await scheduler.step_until_done()
+            elif issubclass(exc_type, asyncio.CancelledError) and scheduler.computation.error is None:
+                await _drain(scheduler)
         finally:
-            await self._scheduler.stop()
+            served, self._served = self._served, []
+            for handle in served:
+                await handle.close()
+            await scheduler.stop()
+
+    # -- looking inside ------------------------------------------------------------------
+
+    async def serve_ui(self, port: int = 0, *, host: str = "127.0.0.1") -> Served:
+        """Serve the live view of this worker's dataflows at ``http://host:port/`` (``port`` 0: any free one;
+        the returned handle's ``url`` says which) until ``await served.close()`` or the end of the
+        ``async with`` block. Needs ``pip install 'aiotimely[ui]'``."""
+        from .observe.ui import serve_ui
+
+        return self._keep(await serve_ui([self._scheduler], port, host=host))
+
+    async def serve_metrics(self, port: int = 0, *, host: str = "127.0.0.1") -> Served:
+        """Serve this worker's metrics for Prometheus at ``http://host:port/metrics`` (``port`` 0: any free
+        one) until ``await served.close()`` or the end of the ``async with`` block. Needs
+        ``pip install 'aiotimely[metrics]'``."""
+        from .observe.metrics import serve_metrics
+
+        return self._keep(await serve_metrics([self._scheduler], port, host=host))
+
+    def _keep(self, served: Served) -> Served:
+        """``served``, closed when the worker stops unless its user closed it first (closing twice is harmless)."""
+        handle = _closing_once(served)
+        self._served.append(handle)
+        return handle
 
     def __repr__(self) -> str:
         return f"Worker(index={self.index}, peers={self.peers})"
+
+
+STOP_GRACE = 10.0
+"""Seconds a computation asked to stop (Ctrl-C, SIGTERM, or its task cancelled) gets to drain before it stops
+hard; ``AIOTIMELY_STOP_GRACE`` overrides it."""
+
+
+def stop_grace() -> float:
+    """:data:`STOP_GRACE`, or ``AIOTIMELY_STOP_GRACE`` when set."""
+    return float(os.environ.get("AIOTIMELY_STOP_GRACE", STOP_GRACE))
 
 
 def execute(
@@ -155,6 +209,8 @@ def execute(
     peer_timeout: float | None = None,
     recovery: StateStore | None = None,
     tls: TLSOption = None,
+    metrics_port: int | None = None,
+    ui_port: int | None = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -177,11 +233,27 @@ def execute(
     snapshotted and resume from their latest complete snapshot (the user guide's "Recovery").
     ``tls`` (an :class:`aiotimely.comm.tls.TLSConfig`; default from ``AIOTIMELY_TLS_*``, ``False``: none)
     encrypts the connections between processes (docs/security.md).
+    ``metrics_port`` serves Prometheus metrics and ``ui_port`` the live dataflow view of this process's
+    workers (process ``p`` listens on the port plus ``p``; 0: any free port), each said in one line on
+    stderr, until the computation ends.
+
+    Ctrl-C (SIGINT) or SIGTERM, when the program has not taken them over, stops it gracefully: the sources
+    end, the builds still running are cancelled, the inputs close and the dataflows drain what they hold
+    (a final snapshot, committed Kafka offsets) for up to :data:`STOP_GRACE` seconds; a second signal stops
+    it at once. Then one line on stderr says how it went, and ``SystemExit`` ends the program with status
+    130 (SIGINT) or 143 (SIGTERM). See docs/cli.md.
     """
-    result: list[Any] = run(execute_async(build, workers=workers, processes=processes, process=process,
-                                          addresses=addresses, secret=secret, pickle=pickle,
-                                          connect_timeout=connect_timeout, peer_timeout=peer_timeout,
-                                          recovery=recovery, tls=tls), loop)
+    stop = _Stop(_stop_signals())
+    try:
+        result: list[Any] = run(_execute(build, workers, processes, process, addresses, secret=secret,
+                                         pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout,
+                                         recovery=recovery, tls=tls, metrics_port=metrics_port, ui_port=ui_port,
+                                         stop=stop), loop)
+    except asyncio.CancelledError:
+        if not stop.signals:
+            raise
+        print(stop.line(), file=sys.stderr, flush=True)
+        raise SystemExit(128 + stop.signals[0]) from None
     return result
 
 
@@ -198,12 +270,54 @@ async def execute_async(
     peer_timeout: float | None = None,
     recovery: StateStore | None = None,
     tls: TLSOption = None,
+    metrics_port: int | None = None,
+    ui_port: int | None = None,
 ) -> list[Any]:
-    """:func:`execute` on the running event loop."""
+    """:func:`execute` on the running event loop. It leaves signals to the application: when the task awaiting
+    it is cancelled (Ctrl-C in ``asyncio.run``), it stops gracefully, as :func:`execute` does on a signal, and
+    then raises the ``CancelledError`` (logging one line if the dataflows did not drain)."""
+    stop = _Stop([])
+    try:
+        return await _execute(build, workers, processes, process, addresses, secret=secret, pickle=pickle,
+                              connect_timeout=connect_timeout, peer_timeout=peer_timeout, recovery=recovery,
+                              tls=tls, metrics_port=metrics_port, ui_port=ui_port, stop=stop)
+    except asyncio.CancelledError:
+        if stop.asked and stop.reason is not None:
+            log.warning("%s", stop.line())
+        raise
+
+
+async def _execute(build: Callable[[Worker], Any], workers: int, processes: int, process: int,
+                   addresses: Sequence[str] | None, *, secret: str | bytes | None, pickle: bool,
+                   connect_timeout: float | None, peer_timeout: float | None, recovery: StateStore | None,
+                   tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop) -> list[Any]:
+    """The computation of :func:`execute` and :func:`execute_async`. Cancelling the task that runs it asks it to
+    stop: before the workers run, at once; then gracefully (:func:`_wait_draining`); it ends with the
+    ``CancelledError`` either way, and ``stop`` says how it went."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if processes < 1 or not 0 <= process < processes:
         raise ValueError(f"process {process} of {processes} processes does not exist")
+    event_loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    handled = stop.install(event_loop, task)
+    try:
+        return await _start(build, workers, processes, process, addresses, secret=secret, pickle=pickle,
+                            connect_timeout=connect_timeout, peer_timeout=peer_timeout, recovery=recovery,
+                            tls=tls, metrics_port=metrics_port, ui_port=ui_port, stop=stop)
+    except asyncio.CancelledError:
+        stop.asked = True
+        raise
+    finally:
+        stop.uninstall(event_loop, handled)
+
+
+async def _start(build: Callable[[Worker], Any], workers: int, processes: int, process: int,
+                 addresses: Sequence[str] | None, *, secret: str | bytes | None, pickle: bool,
+                 connect_timeout: float | None, peer_timeout: float | None, recovery: StateStore | None,
+                 tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop) -> list[Any]:
+    """Connect to the other processes, if any, and run the workers."""
     cluster = None
     if processes > 1:
         addresses = list(addresses) if addresses else [f"127.0.0.1:{2101 + p}" for p in range(processes)]
@@ -225,17 +339,38 @@ async def execute_async(
         cluster.on_failure = computation.fail
     else:
         computation = Computation(workers)
+    return await _run_workers(build, computation, cluster, process, workers, processes, recovery,
+                              metrics_port, ui_port, stop)
+
+
+async def _run_workers(build: Callable[[Worker], Any], computation: Computation, cluster: Cluster | None,
+                       process: int, workers: int, processes: int, recovery: StateStore | None,
+                       metrics_port: int | None, ui_port: int | None, stop: _Stop) -> list[Any]:
     first = process * workers
     members = [Worker(first + i, processes * workers, computation=computation, recovery=recovery)
                for i in range(workers)]
     for worker in members:
         worker._scheduler.start()
+    builds: set[asyncio.Task[Any]] = set()  # the workers' tasks while they run an async build function
 
     async def run_worker(worker: Worker) -> Any:
         try:
             result = build(worker)
             if inspect.isawaitable(result):
-                result = await result
+                me = asyncio.current_task()
+                assert me is not None
+                builds.add(me)
+                try:
+                    if computation.stopping:
+                        raise asyncio.CancelledError()
+                    result = await result
+                except asyncio.CancelledError:
+                    if not computation.stopping or me.cancelling() > 1:
+                        raise  # (stopped hard)
+                    me.uncancel()  # the stop ended the build (_wait_draining): its inputs close as any build's do
+                    result = None
+                finally:
+                    builds.discard(me)
             worker._scheduler.end_build()
             await worker.step_until_done()
             return result
@@ -243,25 +378,236 @@ async def execute_async(
             computation.fail(exc)
             raise
 
+    served: list[Served] = []
+    tasks: list[asyncio.Task[Any]] = []
+    drained = False
     try:
-        outcomes = await asyncio.gather(*(run_worker(w) for w in members), return_exceptions=True)
-        if computation.error is not None:
-            raise computation.error
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        served = await _serve([w._scheduler for w in members], process, cluster, metrics_port, ui_port)
+        tasks = [asyncio.ensure_future(run_worker(w)) for w in members]
+        stopped = await _wait_draining(tasks, computation, builds)
+        error = computation.error or _failure(tasks)
+        if error is not None:
+            raise error
+        outcomes = [t.result() for t in tasks]
         if cluster is not None:
             await cluster.finish()
-        return list(outcomes)
+        drained = True
+        if stopped:
+            raise asyncio.CancelledError()  # drained: now the cancellation asked for
+        return outcomes
     except BaseException as error:
-        if cluster is not None:
-            await _tell_peers(cluster, error)
+        stopping = computation.stopping or isinstance(error, asyncio.CancelledError)
+        if not drained:
+            if stopping:
+                stop.reason = _reason(error, started=bool(tasks))
+            if cluster is not None:
+                await _tell_peers(cluster, error if not isinstance(error, asyncio.CancelledError)
+                                  else Halted(f"process {process} {stop.outcome()}"))
+        if stopping:
+            stop.asked = True
+            raise asyncio.CancelledError() from None
         raise
     finally:
+        for pending in tasks:
+            pending.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
         for worker in members:
             await worker._scheduler.stop()
+        for handle in served:
+            await _close_quietly(handle)
         if cluster is not None:
             await cluster.close()
+
+
+async def _wait_draining(tasks: list[asyncio.Task[Any]], computation: Computation,
+                         builds: set[asyncio.Task[Any]]) -> bool:
+    """Wait until every worker's task has ended; return whether a stop was asked for meanwhile.
+
+    A cancellation of the task waiting here (a signal, or the caller's own) asks the computation to stop. The
+    first one stops it gracefully: the sources end (:meth:`Computation.request_stop`), the builds still running
+    are cancelled, which closes their inputs, and the dataflows drain what they hold and complete. Another
+    one, or the end of the grace period, stops it hard (:class:`Halted`)."""
+    loop = asyncio.get_running_loop()
+    asked = 0
+    deadline: float | None = None
+    grace = stop_grace()
+    while True:
+        try:
+            _, pending = await asyncio.wait(tasks, timeout=None if deadline is None
+                                            else max(0.0, deadline - loop.time()))
+            if not pending:
+                return asked > 0
+            _halt(computation, tasks, f"the grace period ended ({grace:g} s, AIOTIMELY_STOP_GRACE)")
+            deadline = None
+        except asyncio.CancelledError:
+            asked += 1
+            if asked == 1:
+                computation.request_stop()
+                for building in list(builds):
+                    building.cancel()
+                deadline = loop.time() + grace
+            else:
+                _halt(computation, tasks, "asked to stop a second time")
+                deadline = None
+
+
+def _halt(computation: Computation, tasks: list[asyncio.Task[Any]], reason: str) -> None:
+    """Stop hard: every worker stops where it is, and its task ends."""
+    computation.fail(Halted(reason))
+    for task in tasks:
+        task.cancel()
+
+
+def _failure(tasks: list[asyncio.Task[Any]]) -> BaseException | None:
+    """The first error a worker's task ended with."""
+    for task in tasks:
+        if task.cancelled():
+            return asyncio.CancelledError()
+        if task.exception() is not None:
+            return task.exception()
+    return None
+
+
+def _reason(error: BaseException, *, started: bool) -> str | None:
+    """Why a computation asked to stop did not drain (``None``: there was nothing to drain yet)."""
+    if isinstance(error, asyncio.CancelledError):
+        return "stopped while they ran" if started else None
+    if isinstance(error, Halted):
+        return str(error)
+    first = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {first[0]}" if first else type(error).__name__
+
+
+class _Stop:
+    """How a stop went, for the one line that says it; and the signals :func:`execute` takes over while it runs
+    (each cancels the computation's task: the first drains it, a second stops it hard)."""
+
+    def __init__(self, signals: list[int]) -> None:
+        self.handles = signals
+        self.signals: list[int] = []
+        """The signals received, in order."""
+        self.asked = False
+        """The computation was asked to stop (a signal, or its task cancelled)."""
+        self.reason: str | None = None
+        """Why the dataflows did not drain (``None``: they did, or had not started)."""
+
+    def install(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> list[int]:
+        handled = []
+        for sig in self.handles:
+            try:
+                loop.add_signal_handler(sig, self._arrived, sig, task)
+            except (NotImplementedError, RuntimeError, ValueError):  # (not on this platform or loop)
+                continue
+            handled.append(sig)
+        return handled
+
+    def uninstall(self, loop: asyncio.AbstractEventLoop, handled: list[int]) -> None:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+    def _arrived(self, sig: int, task: asyncio.Task[Any]) -> None:
+        self.signals.append(sig)
+        task.cancel()
+
+    def outcome(self) -> str:
+        if self.reason is not None:
+            return f"{DID_NOT_DRAIN}{self.reason}"
+        return DRAINED
+
+    def line(self) -> str:
+        """The line that says it: ``aiotimely: stopped by SIGINT after the dataflows drained``, or why they did not."""
+        by = f"by {signal.Signals(self.signals[0]).name}" if self.signals else "(its task was cancelled)"
+        return f"{STOPPED}{by} {self.outcome()}"
+
+
+STOPPED = "aiotimely: stopped "
+DRAINED = "after the dataflows drained"
+DID_NOT_DRAIN = "before the dataflows drained: "
+
+
+def _stop_signals() -> list[int]:
+    """The signals :func:`execute` stops on: SIGINT and SIGTERM, on the main thread, unless the program has
+    handlers of its own for them."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    found = []
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(sig) is default:
+            found.append(int(sig))
+    return found
+
+
+async def _drain(scheduler: Scheduler) -> None:
+    """A ``Worker``'s block was cancelled: stop gracefully, for up to the grace period (:func:`_wait_draining`
+    for one worker of an application); say in one logged line if the dataflows did not drain."""
+    computation = scheduler.computation
+    computation.request_stop()
+    scheduler.end_build()
+    grace = stop_grace()
+    waiting = asyncio.ensure_future(scheduler.step_until_done())
+    try:
+        await asyncio.wait([waiting], timeout=grace)
+    except asyncio.CancelledError:  # cancelled again: stop at once
+        pass
+    if not waiting.done():
+        waiting.cancel()
+        log.warning("%s(its task was cancelled) %sthe grace period ended (%g s, AIOTIMELY_STOP_GRACE)",
+                    STOPPED, DID_NOT_DRAIN, grace)
+    elif not waiting.cancelled() and waiting.exception() is not None:
+        log.warning("%s(its task was cancelled) %s%s", STOPPED, DID_NOT_DRAIN,
+                    _reason(waiting.exception() or Exception(), started=True))
+
+
+async def _serve(schedulers: list[Scheduler], process: int, cluster: Cluster | None, metrics_port: int | None,
+                 ui_port: int | None) -> list[Served]:
+    """Start the metrics endpoint and the live view asked for, each said in one line on stderr."""
+    served: list[Served] = []
+    try:
+        if metrics_port is not None:
+            from .observe.metrics import serve_metrics
+
+            handle = await serve_metrics(schedulers, _port(metrics_port, process), process=process, cluster=cluster)
+            served.append(handle)
+            print(f"aiotimely: metrics at {handle.url} (process {process})", file=sys.stderr, flush=True)
+        if ui_port is not None:
+            from .observe.ui import serve_ui
+
+            handle = await serve_ui(schedulers, _port(ui_port, process), process=process, cluster=cluster)
+            served.append(handle)
+            print(f"aiotimely: live dataflow view at {handle.url} (process {process})", file=sys.stderr,
+                  flush=True)
+    except BaseException:
+        for handle in served:
+            await _close_quietly(handle)
+        raise
+    return served
+
+
+def _port(port: int, process: int) -> int:
+    """Process ``p`` listens on ``port + p`` (0: any free port)."""
+    if port < 0 or port > 65535:
+        raise ValueError(f"port {port} is not in 0..65535")
+    return port + process if port else 0
+
+
+def _closing_once(served: Served) -> Served:
+    closed = False
+
+    async def close() -> None:
+        nonlocal closed
+        if not closed:
+            closed = True
+            await served.close()
+
+    return Served(served.url, close)
+
+
+async def _close_quietly(served: Served) -> None:
+    try:
+        await served.close()
+    except (asyncio.CancelledError, Exception) as exc:  # stopping already: what stopped it is what counts
+        log.warning("could not close %s: %s: %s", served.url, type(exc).__name__, exc)
 
 
 async def _tell_peers(cluster: Cluster, error: BaseException) -> None:
@@ -272,27 +618,95 @@ async def _tell_peers(cluster: Cluster, error: BaseException) -> None:
         pass
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
-    """The book's command line: ``-w`` workers, ``-n`` processes, ``-p`` this process, ``-h`` hostfile.
+# -- the command line ------------------------------------------------------------------------------------------
 
-    Returns the parsed options and the arguments left for the program itself.
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: what is wrong, and where to look."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} -h)\n")
+
+
+def add_options(parser: argparse.ArgumentParser | Any, *, launcher: bool = False) -> None:
+    """Add aiotimely's options to ``parser`` (or an argument group): ``-w -n`` and, unless for the ``aiotimely run``
+    ``launcher``, ``-p --hostfile``; ``--metrics-port --ui``; ``--tls-cert --tls-key --tls-ca``."""
+    parser.add_argument("-w", "--workers", type=int, default=1, metavar="N", help="workers per process (default 1)")
+    parser.add_argument("-n", "--processes", type=int, default=1, metavar="N",
+                        help="number of processes (default 1)")
+    if not launcher:
+        parser.add_argument("-p", "--process", type=int, default=0, metavar="I",
+                            help="index of this process, in 0..N-1 (default 0)")
+        parser.add_argument("--hostfile", default=None, metavar="FILE",
+                            help="file of host:port lines, one per process (default 127.0.0.1:2101, :2102, ...)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus metrics on PORT (process p on PORT+p; 0: any free port)")
+    parser.add_argument("--ui", dest="ui_port", type=int, default=None, metavar="PORT",
+                        help="serve the live dataflow view on PORT (process p on PORT+p; 0: any free port)")
+    parser.add_argument("--tls-cert", default=None, metavar="FILE",
+                        help="this process's TLS certificate (PEM): the processes talk over TLS")
+    parser.add_argument("--tls-key", default=None, metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--tls-ca", default=None, metavar="FILE",
+                        help="the CA certificates to trust (PEM): peers must present a certificate it signed")
+
+
+_PROGRAM_ARGUMENTS = ("program arguments go after '--', or declare the program's options with "
+                      "execute_from_args(build, parser=an argparse.ArgumentParser)")
+_NUMBER = re.compile(r"^-\d+(\.\d*)?$")
+
+
+def parse_args(argv: Sequence[str] | None = None, *, parser: argparse.ArgumentParser | None = None,
+               prog: str | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line of a program run by aiotimely (``sys.argv[1:]`` by default): ``-w/--workers``,
+    ``-n/--processes``, ``-p/--process``, ``--hostfile``, ``--metrics-port``, ``--ui``, ``--tls-cert``,
+    ``--tls-key``, ``--tls-ca``, and ``-h/--help``.
+
+    Returns the options and the program's own arguments: positional ones, and everything after ``--``. An
+    option it does not know is an error (status 2, one line naming it). A program with options of its own
+    passes ``parser``, an ``argparse.ArgumentParser`` declaring them: the returned namespace then holds them
+    too (the program's arguments list is empty), and ``-h`` shows both. The TLS options are set in
+    ``os.environ`` (``AIOTIMELY_TLS_CERT``, ``_KEY``, ``_CA``), where :func:`execute` finds them.
     """
-    parser = argparse.ArgumentParser(add_help=False, description="aiotimely computation")
-    parser.add_argument("-w", "--workers", type=int, default=1, help="workers per process")
-    parser.add_argument("-n", "--processes", type=int, default=1, help="number of processes")
-    parser.add_argument("-p", "--process", type=int, default=0, help="index of this process")
-    parser.add_argument("-h", "--hostfile", default=None, help="file of host:port lines, one per process")
-    parser.add_argument("--help", action="help", help="show this help and exit")
-    return parser.parse_known_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if parser is not None:
+        combined = _Parser(prog=prog or parser.prog, usage=parser.usage, description=parser.description,
+                           epilog=parser.epilog, formatter_class=parser.formatter_class, parents=[parser],
+                           add_help=not parser.add_help, allow_abbrev=False)
+        add_options(combined.add_argument_group("aiotimely options"))
+        args, rest = combined.parse_args(argv), []
+    else:
+        own = _Parser(prog=prog, allow_abbrev=False,
+                      description="Options of aiotimely. Positional arguments, and everything after '--', are the "
+                                  "program's own.")
+        add_options(own)
+        cut = argv.index("--") if "--" in argv else len(argv)
+        args, extra = own.parse_known_args(argv[:cut])
+        unknown = [a for a in extra if a.startswith("-") and a != "-" and not _NUMBER.match(a)]
+        if unknown:
+            own.exit(2, f"{own.prog}: unrecognized option {unknown[0]!r}: {_PROGRAM_ARGUMENTS} "
+                        f"(see {own.prog} -h)\n")
+        rest = extra + argv[cut + 1:]
+    for option, variable in (("tls_cert", ENV_CERT), ("tls_key", ENV_KEY), ("tls_ca", ENV_CA)):
+        value = getattr(args, option, None)
+        if value:
+            os.environ[variable] = os.path.abspath(value)
+    return args, rest
 
 
-def execute_from_args(build: Callable[[Worker], Any], argv: Sequence[str] | None = None,
-                      **options: Any) -> list[Any]:
-    """:func:`execute` configured from a command line (``sys.argv[1:]`` by default): ``-w -n -p -h``."""
-    args, _ = parse_args(argv)
+def execute_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`execute` that a command line parsed by :func:`parse_args` gives
+    (``workers``, ``processes``, ``process``, ``addresses`` from the host file, ``metrics_port``, ``ui_port``)."""
     addresses = None
     if args.hostfile:
         with open(args.hostfile) as f:
             addresses = [line.strip() for line in f if line.strip()]
-    return execute(build, workers=args.workers, processes=args.processes, process=args.process,
-                   addresses=addresses, **options)
+    return {"workers": args.workers, "processes": args.processes, "process": args.process, "addresses": addresses,
+            "metrics_port": args.metrics_port, "ui_port": args.ui_port}
+
+
+def execute_from_args(build: Callable[[Worker], Any], argv: Sequence[str] | None = None, *,
+                      parser: argparse.ArgumentParser | None = None, **options: Any) -> list[Any]:
+    """:func:`execute` configured from a command line (``sys.argv[1:]`` by default) as :func:`parse_args` reads
+    it, with ``parser`` declaring the program's own options, if it has any; ``options`` are more keyword
+    arguments of :func:`execute` (they win over the command line's)."""
+    args, _ = parse_args(argv, parser=parser)
+    return execute(build, **{**execute_options(args), **options})

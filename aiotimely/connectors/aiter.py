@@ -21,7 +21,7 @@ import logging
 import time as _time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Generator, cast
 
-from ..dataflow.input import source
+from ..dataflow.input import SourceStopped, source
 from ..errors import RecoveryError
 from .positions import SourcePart, SourcePositions
 
@@ -171,14 +171,20 @@ class EventTime(TimePolicy):
 
 
 class _Resume:
-    """Continue an ``__anext__`` that was about to wait, from what it yielded; ``woke()`` runs each time the
-    iterator, resumed, waits again without having yielded a record (it did something else: read a time mark)."""
+    """Continue an ``__anext__`` that was about to wait, from what it yielded (or by throwing ``throw`` into it:
+    the wait for it was cancelled); ``woke()`` runs each time the iterator, resumed, waits again without having
+    yielded a record (it did something else: read a time mark)."""
 
-    def __init__(self, gen: Any, signal: Any, woke: Callable[[], None]) -> None:
-        self.gen, self.signal, self.woke = gen, signal, woke
+    def __init__(self, gen: Any, signal: Any, woke: Callable[[], None], throw: BaseException | None = None) -> None:
+        self.gen, self.signal, self.woke, self.throw = gen, signal, woke, throw
 
     def __await__(self) -> Generator[Any, Any, Any]:
         gen, signal, woke = self.gen, self.signal, self.woke
+        if self.throw is not None:
+            try:
+                signal = gen.throw(self.throw)
+            except StopIteration as stop:
+                return stop.value
         while True:
             try:
                 sent = yield signal
@@ -266,14 +272,6 @@ def from_aiter(
         resumed = part.number in positions.restored
         again = positions.resume(part, start)
         cap.downgrade(max(cap.time, start, policy.start()))
-        if resumed and callable(resume):
-            it = resume(part.position)
-        elif resumed and resume == "skip":
-            for _ in range(part.position):
-                try:
-                    await type(it).__anext__(it)
-                except StopAsyncIteration:
-                    break
         for t, record in sorted(again, key=lambda tr: tr[0]):
             with cap.delayed(t) as at_t:
                 output.session(at_t).give(record)
@@ -300,25 +298,36 @@ def from_aiter(
             if policy.current() > cap.time:
                 flush()
 
-        anext_ = type(it).__anext__
-        while True:
-            gen = anext_(it).__await__()
-            try:
-                signal = gen.send(None)
-            except StopIteration as ready:
-                batch.append(ready.value)
-                if len(batch) >= batch_size:
-                    flush()
-                    await asyncio.sleep(0)  # let the batch move before reading on
-                continue
-            except StopAsyncIteration:
-                break
-            flush()  # the iterator is about to wait: send what we have first
-            try:
-                record = await _wait_ticking(gen, signal, policy, flush, woke)
-            except StopAsyncIteration:
-                break
-            batch.append(record)
+        try:
+            if resumed and callable(resume):
+                it = resume(part.position)
+            elif resumed and resume == "skip":
+                for _ in range(part.position):
+                    try:
+                        await type(it).__anext__(it)
+                    except StopAsyncIteration:
+                        break
+            anext_ = type(it).__anext__
+            while True:
+                gen = anext_(it).__await__()
+                try:
+                    signal = gen.send(None)
+                except StopIteration as ready:
+                    batch.append(ready.value)
+                    if len(batch) >= batch_size:
+                        flush()
+                        await asyncio.sleep(0)  # let the batch move before reading on
+                    continue
+                except StopAsyncIteration:
+                    break
+                flush()  # the iterator is about to wait: send what we have first
+                try:
+                    record = await _wait_ticking(gen, signal, policy, flush, woke)
+                except StopAsyncIteration:
+                    break
+                batch.append(record)
+        except SourceStopped:
+            pass  # the computation is stopping: end as if the iterator had ended, with what it gave so far
         flush()
         positions.finish()
         cap.drop()
@@ -336,7 +345,10 @@ async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callab
     while True:
         remaining = deadline - _time.monotonic()
         if remaining > 0:
-            done, _ = await asyncio.wait([signal], timeout=remaining)
+            try:
+                done, _ = await asyncio.wait([signal], timeout=remaining)
+            except BaseException as exc:  # noqa: BLE001 - a stop, or the worker closing: the iterator gets it too
+                return await _Resume(gen, None, woke, throw=exc)
             if done:
                 return await _Resume(gen, signal, woke)  # the future is done: continue the iterator at once
         flush()

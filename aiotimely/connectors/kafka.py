@@ -30,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 from zlib import crc32
 
 from ..comm.codec import register_type
+from ..dataflow.input import SourceStopped
 from ..dataflow.input import source as _source
 from .aiter import EventTime
 from .positions import SourcePart, SourcePositions
@@ -111,9 +112,10 @@ def source(
 ) -> Stream:
     """A stream of :class:`KafkaRecord` s from ``topic``; see the module's description.
 
-    The source ends when ``stop`` is set, or after ``idle_timeout`` seconds with no
-    record; then, with ``commit``, it waits for the probe to complete and commits
-    the final offsets. In a recoverable dataflow its positions are part of every
+    The source ends when ``stop`` is set, after ``idle_timeout`` seconds with no
+    record, or when the computation is asked to stop (Ctrl-C, SIGTERM: see docs/cli.md);
+    then, with ``commit``, it waits for the probe to complete and commits the final
+    offsets. In a recoverable dataflow its positions are part of every
     snapshot, and it commits the offsets of complete snapshots (``commit`` is then
     not needed).
     """
@@ -209,17 +211,22 @@ def source(
 
             last_commit = _time.monotonic()
             last_record = _time.monotonic()
-            while not (stop is not None and stop.is_set()):
+            stopped = False  # the computation is stopping (SourceStopped): end as at the end of the topic
+            while not stopped and not (stop is not None and stop.is_set()):
                 # One poll: up to max_records records, asked for _BUNCH at a time while aiokafka has them at hand
                 # (only the first ask waits for records to come). Each bunch is sent on before the next is made.
                 got, timeout = 0, poll_ms
-                while got < max_records:
-                    bunch = take(await consumer.getmany(*tps.values(), timeout_ms=timeout,
-                                                        max_records=min(_BUNCH, max_records - got)), poll_number)
-                    if not bunch:
-                        break
-                    got += bunch
-                    timeout = 0
+                try:
+                    while got < max_records:
+                        bunch = take(await consumer.getmany(*tps.values(), timeout_ms=timeout,
+                                                            max_records=min(_BUNCH, max_records - got)),
+                                     poll_number)
+                        if not bunch:
+                            break
+                        got += bunch
+                        timeout = 0
+                except SourceStopped:
+                    stopped = True  # (what this poll took so far is sent below, as after any poll)
                 groups: dict[int, list[KafkaRecord]] = {}
                 for number, records in held.items():
                     part = by_partition[number]
@@ -254,11 +261,14 @@ def source(
                 positions.report(low)
                 if low > cap.time:
                     cap.downgrade(low)
-                if _time.monotonic() - last_commit >= commit_interval:
-                    if positions.every is not None:
-                        await _commit(consumer, topic, positions.complete(), aiokafka)
-                    elif commit is not None:
-                        await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
+                if not stopped and _time.monotonic() - last_commit >= commit_interval:
+                    try:
+                        if positions.every is not None:
+                            await _commit(consumer, topic, positions.complete(), aiokafka)
+                        elif commit is not None:
+                            await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
+                    except SourceStopped:
+                        stopped = True  # (the final commit below covers this one)
                     last_commit = _time.monotonic()
                 if idle_timeout is not None and _time.monotonic() - last_record > idle_timeout:
                     break
@@ -267,11 +277,13 @@ def source(
             if positions.every is not None:
                 snapshotter = positions.snapshotter
                 assert snapshotter is not None
-                await snapshotter.wait_complete(positions.participant.through if positions.participant else 0)
-                await _commit(consumer, topic, {p.number: p.position for p in mine}, aiokafka)
+                through = positions.participant.through if positions.participant else 0
+                await _past_stop(lambda: snapshotter.wait_complete(through))
+                await _past_stop(lambda: _commit(consumer, topic, {p.number: p.position for p in mine}, aiokafka))
             elif commit is not None:
-                await commit.wait_done()
-                await _commit(consumer, topic, checkpoints.complete(commit.frontier), aiokafka)
+                probe = commit
+                await _past_stop(probe.wait_done)
+                await _past_stop(lambda: _commit(consumer, topic, checkpoints.complete(probe.frontier), aiokafka))
         finally:
             await consumer.stop()
 
@@ -296,6 +308,15 @@ async def _acknowledge(sends: list[Any], acked: list[tuple[Any, list[Any]]], out
             output.session(held).give_many(batch)
     sends.clear()
     acked.clear()
+
+
+async def _past_stop(wait: Callable[[], Awaitable[None]]) -> None:
+    """Await ``wait()`` to its end: a stop asked for meanwhile interrupts it (once, with :class:`SourceStopped`),
+    but the source has ended already, and the draining the stop starts is what this waits for."""
+    try:
+        await wait()
+    except SourceStopped:
+        await wait()
 
 
 async def _commit(consumer: Any, topic: str, offsets: dict[int, int], aiokafka: Any) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, Generic, Iterable
 
 from ..errors import CapabilityError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
@@ -30,7 +30,7 @@ else:  # the default (PEP 696) is for type checkers: a bare InputHandle is Input
 
     R = TypeVar("R")
 
-__all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source", "BUFFERED"]
+__all__ = ["InputHandle", "ProbeHandle", "probe_with", "to_stream", "source", "BUFFERED", "SourceStopped"]
 
 BUFFERED = 4 * BATCH_SIZE
 """Records an :class:`InputHandle` holds for the dataflow before ``asend`` waits."""
@@ -354,11 +354,82 @@ def to_stream(iterable: Iterable[Any], scope: Scope[S]) -> S:
 
 def source(scope: Scope[S], name: str, logic: Callable[[OperatorOutput, Capability], Coroutine[Any, Any, None]]) -> S:
     """A general source: ``async def logic(output, cap)`` sends with ``output.session(cap)`` and
-    returns (or drops ``cap``) when done. It may await I/O; ``output.activator()`` wakes it."""
+    returns (or drops ``cap``) when done. It may await I/O; ``output.activator()`` wakes it.
+
+    When the computation is asked to stop (Ctrl-C, SIGTERM), :class:`SourceStopped` is raised where the
+    logic waits: let it through and the source ends, or catch it to send what it holds and end cleanly."""
     if not inspect.iscoroutinefunction(logic):
         raise TypeError(f"source {name!r}: logic must be an 'async def' taking (output, cap)")
     builder = OperatorBuilder(scope, name)
     port, stream = builder.new_output()
-    builder.build(lambda capabilities: logic(OperatorOutput(port), capabilities[0]))
+    op = builder.op
+
+    async def stoppable(capabilities: list[Capability]) -> None:
+        driver = _Stoppable(logic(OperatorOutput(port), capabilities[0]), lambda: op.worker.activate(op.path))
+        forget = op.worker.on_stop(driver.stop)
+        try:
+            await driver
+        finally:
+            forget()
+
+    builder.build(stoppable)
     result: S = stream
     return result
+
+
+class SourceStopped(asyncio.CancelledError):
+    """Raised in a source's logic (:func:`source`, ``from_aiter``, the Kafka source) where it waits, once, when the
+    computation is asked to stop gracefully: the source should end as if its input had ended, so that the
+    dataflows drain what they hold and complete. It is a ``CancelledError``: a source that does not catch it
+    just ends; one that does may still send what it read (and report its position) before it returns."""
+
+
+class _Stoppable:
+    """Runs a source's logic so that a stop request ends it: :meth:`stop` cancels the future the logic waits on
+    (as cancelling a task would) and, when the logic is resumed next, throws :class:`SourceStopped` into it, once.
+    The source then ends when its logic returns or lets that through; anything else it raises is its error."""
+
+    __slots__ = ("_coro", "_activate", "_waiting", "_asked", "_thrown", "_closing")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], activate: Callable[[], None]) -> None:
+        self._coro = coro
+        self._activate = activate
+        self._waiting: Any = None
+        self._asked = self._thrown = self._closing = False
+
+    def stop(self) -> None:
+        if self._asked:
+            return
+        self._asked = True
+        waiting = self._waiting
+        if waiting is not None and not waiting.done():
+            waiting.cancel()
+        self._activate()  # (a logic waiting for its next activation, or on a future already done)
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro = self._coro
+        try:
+            signal = self._step(None)
+            while True:
+                self._waiting = signal if getattr(signal, "_asyncio_future_blocking", None) is not None else None
+                try:
+                    sent = yield signal
+                except BaseException as exc:  # noqa: BLE001 - the worker closing the operator: a hard stop
+                    self._waiting = None
+                    self._closing = True
+                    signal = coro.throw(exc)
+                else:
+                    self._waiting = None
+                    signal = self._step(sent)
+        except StopIteration:
+            return
+        except asyncio.CancelledError:
+            if self._thrown and not self._closing:
+                return  # the logic let the stop through (perhaps as asyncio's own CancelledError): it has ended
+            raise
+
+    def _step(self, sent: Any) -> Any:
+        if self._asked and not self._thrown:
+            self._thrown = True
+            return self._coro.throw(SourceStopped())
+        return self._coro.send(sent)

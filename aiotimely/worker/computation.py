@@ -1,8 +1,9 @@
-"""The workers of one process: the fabric they share, the first failure among them, and stuck detection."""
+"""The workers of one process: the fabric they share, the first failure among them, stuck detection, and
+stopping on request (the sources end, and the dataflows drain what they hold and complete)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..comm.local import LocalFabric
 from ..errors import DataflowError
@@ -11,7 +12,13 @@ if TYPE_CHECKING:
     from ..comm.fabric import Fabric
     from .scheduler import Scheduler
 
-__all__ = ["Computation"]
+__all__ = ["Computation", "Halted"]
+
+
+class Halted(Exception):
+    """What a computation asked to stop fails with when it cannot drain: the grace period ended, or it was asked
+    again. (It never reaches a user: :func:`aiotimely.execute` says it in one line, an application whose task was
+    cancelled sees its ``CancelledError``.)"""
 
 
 class Computation:
@@ -24,6 +31,10 @@ class Computation:
         self.distributed = distributed
         self.workers: list[Scheduler] = []
         self.error: BaseException | None = None
+        self.stopping = False
+        """A stop was asked for (:meth:`request_stop`)."""
+        self._on_stop: dict[int, Callable[[], None]] = {}
+        self._next_stop = 0
 
     def fail(self, error: BaseException) -> None:
         """Record the first failure and wake every worker so that all of them stop."""
@@ -31,6 +42,34 @@ class Computation:
             self.error = error
         for worker in self.workers:
             worker.wake_up()
+
+    def request_stop(self) -> None:
+        """Stop gracefully: every source registered with :meth:`on_stop` is told to end (it ends as if its input
+        had ended), so that the dataflows drain what they hold and complete. Who runs the workers closes their
+        inputs (the workers' builds end) and bounds the wait. Asking twice is harmless."""
+        if self.stopping:
+            return
+        self.stopping = True
+        callbacks, self._on_stop = self._on_stop, {}
+        for fn in callbacks.values():
+            fn()
+        for worker in self.workers:
+            worker.wake_up()
+
+    def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn()`` when a stop is asked for (at once if it was already); returns a function that forgets
+        ``fn`` (call it when what ``fn`` stops has ended by itself)."""
+        if self.stopping:
+            fn()
+            return _nothing
+        key = self._next_stop
+        self._next_stop += 1
+        self._on_stop[key] = fn
+
+        def forget() -> None:
+            self._on_stop.pop(key, None)
+
+        return forget
 
     def check_stuck(self) -> None:
         """If every worker waits for completion and none can move, fail with what blocks them."""
@@ -45,3 +84,7 @@ class Computation:
             + "; ".join(blocked)
             + ". Drop capabilities (or let the operator's logic return) once their times are done."
         ))
+
+
+def _nothing() -> None:
+    pass

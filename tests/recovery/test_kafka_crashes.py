@@ -94,7 +94,7 @@ class Pipeline:
             [sys.executable, str(EXAMPLE), "--bootstrap", self.bootstrap, "--source-topic", self.topics[0],
              "--sink-topic", self.topics[1], "--recovery", str(self.recovery), "--every", "3",
              "--idle-timeout", "4",
-             "-w", str(workers), "-n", str(processes), "-p", str(p), "-h", str(hosts)],
+             "-w", str(workers), "-n", str(processes), "-p", str(p), "--hostfile", str(hosts)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for p in range(processes)]
 

@@ -1,0 +1,113 @@
+"""Ctrl-C (SIGINT) and SIGTERM stop a computation gracefully: the sources end, the dataflows drain, and the
+program exits with 130 / 143 and one line on stderr, never a traceback. Real processes; each signal is sent
+once the program has printed ``ready`` (see programs.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PROGRAMS = "tests/cli/programs.py"
+
+
+def start(command: list[str], **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+
+
+def signalled(proc: subprocess.Popen[str], *signals: int, timeout: float = 60,
+              wait: bool = True) -> tuple[int, str, str]:
+    """Wait for ``ready`` (unless not ``wait``), send ``signals``, and return (status, the rest of stdout, stderr)."""
+    assert proc.stdout is not None
+    ready = proc.stdout.readline() if wait else "ready"
+    if "ready" not in ready:
+        proc.kill()
+        out, err = proc.communicate(timeout=timeout)
+        raise AssertionError(f"the program did not get ready: {ready}{out}\n{err}")
+    for sig in signals:
+        proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the program did not stop: {out}\n{err}") from None
+    return proc.returncode, out, err
+
+
+def run(*args: str) -> list[str]:
+    return [sys.executable, "-m", "aiotimely", "run", *args]
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_run_passes_the_signal_on_and_says_in_one_line_that_every_process_drained(sig, status):
+    code, out, err = signalled(start(run(f"{PROGRAMS}:ticking", "-n", "2", "-w", "2")), sig)
+    assert code == status, err
+    assert err.splitlines() == [f"aiotimely: stopped by {sig.name} after the dataflows drained (2 processes)"]
+
+
+def test_a_script_calling_execute_stops_on_ctrl_c_with_one_line():
+    code, out, err = signalled(start([sys.executable, PROGRAMS, "-w", "2"], PROGRAM="ticking"), signal.SIGINT)
+    assert code == 130, err
+    assert err.splitlines() == ["aiotimely: stopped by SIGINT after the dataflows drained"]
+
+
+def test_a_script_stops_on_sigterm_with_one_line():
+    code, out, err = signalled(start([sys.executable, PROGRAMS], PROGRAM="ticking"), signal.SIGTERM)
+    assert (code, err.splitlines()) == (143, ["aiotimely: stopped by SIGTERM after the dataflows drained"]), err
+
+
+def test_a_source_that_does_not_end_is_stopped_hard_after_the_grace_period():
+    code, out, err = signalled(start([sys.executable, PROGRAMS], PROGRAM="stubborn", AIOTIMELY_STOP_GRACE="0.5"),
+                               signal.SIGINT)
+    assert code == 130
+    assert err.splitlines()[-1] == ("aiotimely: stopped by SIGINT before the dataflows drained: the grace period "
+                                    "ended (0.5 s, AIOTIMELY_STOP_GRACE)")
+    assert "Traceback" not in err
+
+
+def test_a_second_signal_stops_at_once():
+    proc = start(run(f"{PROGRAMS}:stubborn", "-n", "2"))
+    assert proc.stdout is not None
+    assert "ready" in proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    told = [proc.stdout.readline() for _ in range(3)]           # "ready" from the other, "stopping" from both
+    assert sum("stopping" in line for line in told) == 2, told
+    code, out, err = signalled(proc, signal.SIGTERM, wait=False)
+    assert code == 143
+    assert err.splitlines()[-1].startswith("aiotimely: stopped by SIGTERM before the dataflows drained: process ")
+    assert "asked to stop a second time" in err.splitlines()[-1]
+    assert "Traceback" not in err
+
+
+def test_an_application_cancelled_by_ctrl_c_sees_its_worker_drained_and_no_traceback():
+    code, out, err = signalled(start([sys.executable, PROGRAMS], PROGRAM="app"), signal.SIGINT)
+    assert code == 130
+    assert out.splitlines() == ["the app saw CancelledError; its dataflow complete: True",
+                                "then asyncio.run raised KeyboardInterrupt"]
+    assert err == ""
+
+
+def test_with_recovery_sigterm_leaves_a_snapshot_and_a_restart_resumes_from_it(tmp_path):
+    state = str(tmp_path / "state")
+    code, out, err = signalled(start(run(PROGRAMS, "-n", "2", "--", "--state", state), PROGRAM="sums"),
+                               signal.SIGTERM)
+    assert code == 143, err
+    assert err.splitlines() == ["aiotimely: stopped by SIGTERM after the dataflows drained (2 processes)"]
+    assert sorted(p.name for p in (tmp_path / "state" / "g1-w2").iterdir()) == ["worker-0.sqlite3",
+                                                                                 "worker-1.sqlite3"]
+    upto = 5000
+    again = subprocess.run(run(PROGRAMS, "-n", "2", "--", "--state", state, "--upto", str(upto)), cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PROGRAM": "sums"})
+    assert again.returncode == 0, again.stderr
+    lines = [line.split("] ", 1)[1] for line in again.stdout.splitlines()]
+    resumed = [int(line.split()[2]) for line in lines if line.startswith("resumed after")]
+    assert len(resumed) == 1 and 0 < resumed[0] < upto                    # from the snapshot, not from 0
+    totals = [int(line.split()[1]) for line in lines if line.startswith("total")]
+    assert sum(totals) == sum(range(upto))                                # every number counted exactly once
