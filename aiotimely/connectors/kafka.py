@@ -211,8 +211,10 @@ def source(
 
             last_commit = _time.monotonic()
             last_record = _time.monotonic()
-            stopped = False  # the computation is stopping (SourceStopped): end as at the end of the topic
-            while not stopped and not (stop is not None and stop.is_set()):
+            stopped = False  # the computation is stopping: end as at the end of the topic
+            asked: list[bool] = []  # (a poll that finds records waiting does not wait: no SourceStopped comes then)
+            forget = worker.on_stop(lambda: asked.append(True))
+            while not stopped and not asked and not (stop is not None and stop.is_set()):
                 # One poll: up to max_records records, asked for _BUNCH at a time while aiokafka has them at hand
                 # (only the first ask waits for records to come). Each bunch is sent on before the next is made.
                 got, timeout = 0, poll_ms
@@ -272,6 +274,7 @@ def source(
                     last_commit = _time.monotonic()
                 if idle_timeout is not None and _time.monotonic() - last_record > idle_timeout:
                     break
+            forget()
             positions.finish()
             cap.drop()
             if positions.every is not None:

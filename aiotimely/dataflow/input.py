@@ -415,7 +415,9 @@ class _Stoppable:
                 try:
                     sent = yield signal
                 except BaseException as exc:  # noqa: BLE001 - the worker closing the operator: a hard stop
-                    self._waiting = None
+                    waiting, self._waiting = self._waiting, None
+                    if waiting is not None and waiting.done() and not waiting.cancelled():
+                        waiting.exception()  # (failed with the computation: that error is reported already)
                     self._closing = True
                     signal = coro.throw(exc)
                 else:

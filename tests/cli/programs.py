@@ -130,6 +130,29 @@ def _sums_main() -> None:
     print("total", sum(v for r in results for v in r.values()), flush=True)
 
 
+# -- Kafka: the offsets of what was done are committed on the way out -------------------------------------
+
+def kafka_drain(worker: at.Worker) -> None:
+    """Topic ``in`` -> a slow call per batch -> topic ``out`` (each record ``partition:offset``), committing what
+    reached ``out``; no idle timeout: only a stop ends it."""
+    from aiotimely.connectors import kafka, to_async
+
+    bootstrap = os.environ["BOOTSTRAP"]
+    done = at.ProbeHandle()
+    ready = _ready_once() if worker.index == 0 else (lambda _: None)
+
+    async def slowly(time: Any, records: list[Any]) -> None:
+        await asyncio.sleep(0.002)
+
+    def make(scope: at.Scope) -> None:
+        records = kafka.source(scope, bootstrap, "in", group_id="drain", commit=done, max_records=20,
+                               commit_interval=0.05)
+        lines = to_async(records, slowly, max_in_flight=1).map(lambda r: f"{r.partition}:{r.offset}".encode())
+        kafka.sink(lines, bootstrap, "out").inspect(ready).probe_with(done)
+
+    worker.dataflow(make)
+
+
 # -- an application with its own event loop --------------------------------------------------------------
 
 async def _app_with_worker() -> None:

