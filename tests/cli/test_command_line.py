@@ -141,3 +141,16 @@ def test_a_script_gets_its_program_arguments_after_aiotimelys_options():
     argv = next(line for line in done.stdout.splitlines() if "argv" in line)
     assert argv.startswith("[process 0] argv ['-w', '1', '-n', '2', '-p', '0', '--hostfile', ")
     assert argv.endswith(", 'input.txt']")
+
+
+def test_run_with_tls_options_runs_the_cluster_over_tls(tmp_path):
+    pytest.importorskip("ssl")
+    from tests.cluster.tls_certs import make_certificates
+
+    certs = make_certificates(tmp_path)
+    tls = ["--tls-cert", certs.path("node.pem"), "--tls-key", certs.path("node.key"), "--tls-ca", certs.path("ca.pem")]
+    done = aiotimely("run", "tests/cluster/programs.py:wordcounts", "-n", "2", *tls)
+    assert done.returncode == 0, done.stderr
+    missing = aiotimely("run", "tests/cluster/programs.py:wordcounts", "-n", "2", *tls[:2], "--tls-key",
+                        str(tmp_path / "missing.key"))
+    assert missing.returncode != 0 and "missing.key" in missing.stderr     # the option reached the cluster
