@@ -2,7 +2,8 @@
 
     python tests/observe/metrics_program.py PROCESS HOST:PORT,HOST:PORT
 
-It serves its metrics (printing ``metrics URL``), then for each line ``T`` of stdin sends the 10 records
+It serves its metrics (``execute(..., metrics_port=0)``: the URL is on stderr), then for each line ``T`` of
+stdin sends the 10 records
 ``100 * PROCESS + 0..9`` at the current time, advances its input to ``T`` and, once the computation has
 passed ``T``, prints ``reached T``. A line ``close`` (or the end of stdin) closes its input. The operator
 ``Route`` exchanges the records by value: each worker gets the 5 even or the 5 odd ones of each process.
@@ -15,7 +16,6 @@ import sys
 from typing import Any
 
 import aiotimely as at
-from aiotimely.observe.metrics import serve_metrics
 
 
 def main() -> None:
@@ -36,10 +36,6 @@ def main() -> None:
             return probe
 
         probe = worker.dataflow(make, name="routed")
-        scheduler = worker._scheduler
-        served = await serve_metrics(scheduler.computation.workers, process=process,
-                                     cluster=getattr(scheduler.fabric, "cluster", None))
-        print("metrics", served.url, flush=True)
         loop = asyncio.get_running_loop()
         try:
             while True:
@@ -53,9 +49,8 @@ def main() -> None:
                 print("reached", t, flush=True)
         finally:
             inp.close()
-            await served.close()
 
-    at.execute(build, processes=2, process=process, addresses=addresses)
+    at.execute(build, processes=2, process=process, addresses=addresses, metrics_port=0)
 
 
 if __name__ == "__main__":

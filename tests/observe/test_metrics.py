@@ -168,30 +168,33 @@ def test_without_prometheus_client_the_error_says_what_to_install(monkeypatch: p
 
 
 class Process:
-    """One process of tests/observe/metrics_program.py, its stdout read line by line by a thread."""
+    """One process of tests/observe/metrics_program.py, its stdout and stderr read line by line by threads."""
 
-    def __init__(self, index: int, addresses: str, log: Path) -> None:
-        self.log = log
+    def __init__(self, index: int, addresses: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(PROGRAM), str(index), addresses], cwd=ROOT,
             env={**os.environ, "AIOTIMELY_SECRET": "metrics-test", "AIOTIMELY_CONNECT_TIMEOUT": "20"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out: queue.Queue[str] = queue.Queue()
+        self.err: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.out, []), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, self.err, self.stderr), daemon=True).start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-        self.lines.put("")
+    @staticmethod
+    def _read(stream: Any, lines: queue.Queue[str], kept: list[str]) -> None:
+        for line in stream:
+            kept.append(line)
+            lines.put(line.strip())
+        lines.put("")
 
-    def expect(self, prefix: str) -> str:
-        """The next line of output, which must start with ``prefix``."""
+    def expect(self, prefix: str, lines: queue.Queue[str] | None = None) -> str:
+        """The next line of stdout (or of ``lines``), which must start with ``prefix``: the rest of it."""
         try:
-            line = self.lines.get(timeout=TIMEOUT)
+            line = (lines or self.out).get(timeout=TIMEOUT)
         except queue.Empty:
-            raise AssertionError(f"no {prefix!r} within {TIMEOUT} s; stderr:\n{self.log.read_text()}") from None
-        assert line.startswith(prefix), f"{line!r} instead of {prefix!r}; stderr:\n{self.log.read_text()}"
+            raise AssertionError(f"no {prefix!r} within {TIMEOUT} s; stderr:\n{''.join(self.stderr)}") from None
+        assert line.startswith(prefix), f"{line!r} instead of {prefix!r}; stderr:\n{''.join(self.stderr)}"
         return line[len(prefix):].strip()
 
     def tell(self, line: str) -> None:
@@ -200,11 +203,12 @@ class Process:
         self.proc.stdin.flush()
 
 
-def test_two_processes_over_tcp_serve_record_counts_frontiers_and_connection_traffic(tmp_path: Path) -> None:
+def test_two_processes_over_tcp_serve_record_counts_frontiers_and_connection_traffic() -> None:
+    """The processes serve their metrics with ``execute(..., metrics_port=0)``, which says where on stderr."""
     addresses = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
-    procs = [Process(p, addresses, tmp_path / f"process-{p}.log") for p in range(2)]
+    procs = [Process(p, addresses) for p in range(2)]
     try:
-        urls = [proc.expect("metrics") for proc in procs]
+        urls = [proc.expect("aiotimely: metrics at", proc.err).split()[0] for proc in procs]
         frontiers = []
         for t in range(1, 4):
             for proc in procs:
@@ -227,7 +231,7 @@ def test_two_processes_over_tcp_serve_record_counts_frontiers_and_connection_tra
         for proc in procs:
             proc.tell("close")
         for proc in procs:
-            assert proc.proc.wait(timeout=TIMEOUT) == 0, proc.log.read_text()
+            assert proc.proc.wait(timeout=TIMEOUT) == 0, "".join(proc.stderr)
     finally:
         for proc in procs:
             if proc.proc.poll() is None:
