@@ -331,7 +331,7 @@ async def _start(build: Callable[[Worker], Any], workers: int, processes: int, p
                           allow_pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout,
                           tls=tls)
         try:
-            await cluster.start()
+            await _connect(cluster, stop)
         except BaseException:
             await cluster.close()
             raise
@@ -341,6 +341,32 @@ async def _start(build: Callable[[Worker], Any], workers: int, processes: int, p
         computation = Computation(workers)
     return await _run_workers(build, computation, cluster, process, workers, processes, recovery,
                               metrics_port, ui_port, stop)
+
+
+async def _connect(cluster: Cluster, stop: _Stop) -> None:
+    """``cluster.start()``. Asked to stop meanwhile (this task cancelled), go on connecting, for up to the grace
+    period: the other processes may be running already, and one that left now would fail them. Then the
+    computation starts stopping (``stop.early``): it drains what little it holds, with theirs. Asked again, or
+    still not connected by then, give up."""
+    starting = asyncio.ensure_future(cluster.start())
+    try:
+        await asyncio.shield(starting)
+        return
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    stop.early = True
+    try:
+        done, _ = await asyncio.wait([starting], timeout=stop_grace())
+    except asyncio.CancelledError:
+        done = set()
+    if not done:
+        starting.cancel()
+        await asyncio.wait([starting])
+        stop.reason = "it stopped while connecting to the other processes"
+        raise asyncio.CancelledError()
+    starting.result()  # (its error, if it failed)
 
 
 async def _run_workers(build: Callable[[Worker], Any], computation: Computation, cluster: Cluster | None,
@@ -384,7 +410,7 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
     try:
         served = await _serve([w._scheduler for w in members], process, cluster, metrics_port, ui_port)
         tasks = [asyncio.ensure_future(run_worker(w)) for w in members]
-        stopped = await _wait_draining(tasks, computation, builds)
+        stopped = await _wait_draining(tasks, computation, builds, early=stop.early)
         error = computation.error or _failure(tasks)
         if error is not None:
             raise error
@@ -421,17 +447,22 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
 
 
 async def _wait_draining(tasks: list[asyncio.Task[Any]], computation: Computation,
-                         builds: set[asyncio.Task[Any]]) -> bool:
+                         builds: set[asyncio.Task[Any]], *, early: bool = False) -> bool:
     """Wait until every worker's task has ended; return whether a stop was asked for meanwhile.
 
     A cancellation of the task waiting here (a signal, or the caller's own) asks the computation to stop. The
     first one stops it gracefully: the sources end (:meth:`Computation.request_stop`), the builds still running
     are cancelled, which closes their inputs, and the dataflows drain what they hold and complete. Another
-    one, or the end of the grace period, stops it hard (:class:`Halted`)."""
+    one, or the end of the grace period, stops it hard (:class:`Halted`). ``early``: the stop was asked for
+    before the workers ran."""
     loop = asyncio.get_running_loop()
     asked = 0
     deadline: float | None = None
     grace = stop_grace()
+    if early:
+        asked = 1
+        computation.request_stop()
+        deadline = loop.time() + grace
     while True:
         try:
             _, pending = await asyncio.wait(tasks, timeout=None if deadline is None
@@ -491,6 +522,8 @@ class _Stop:
         """The computation was asked to stop (a signal, or its task cancelled)."""
         self.reason: str | None = None
         """Why the dataflows did not drain (``None``: they did, or had not started)."""
+        self.early = False
+        """The stop was asked for while the processes were connecting."""
 
     def install(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> list[int]:
         handled = []
