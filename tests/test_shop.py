@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,3 +45,20 @@ def test_shop_prints_each_users_window_once_when_it_closes() -> None:
         rows.add((user, start, pages, amount))
     assert rows == expected(40, 7)
     assert workers == {"0", "1"}                             # keyed: both workers own users
+
+
+def test_shop_prints_the_address_of_its_live_page_and_serves_it() -> None:
+    proc = subprocess.Popen([sys.executable, str(EXAMPLES / "shop.py"), "--seconds", "20", "--pace", "0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"live dataflow view at (http://127\.0\.0\.1:\d+/)", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=10) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "[ 10,  20)" in out
+    finally:
+        proc.kill()
