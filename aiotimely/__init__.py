@@ -7,6 +7,7 @@ with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
 
 from .comm.codec import register_type as register_type
 from .comm.routing import route as route
+from .comm.tls import TLSConfig as TLSConfig
 from .dataflow import ActivateCapability as ActivateCapability
 from .dataflow import Activator as Activator
 from .dataflow import Capability as Capability
@@ -84,7 +85,7 @@ __all__ = [
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
     "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
-    "route", "source", "to_stream", "to_dot", "to_mermaid",
+    "route", "source", "to_stream", "to_dot", "to_mermaid", "TLSConfig",
     "Agg", "Aggregation", "Sessions", "Sliding", "Tumbling", "WindowSpec",
     "Barrier", "Sequencer", "LogRegistry", "Logger", "TimelyEvent", "StartStop", "OperatesEvent", "ChannelsEvent",
     "ScheduleEvent", "MessagesEvent", "ProgressEvent", "PushProgressEvent", "CapabilityEvent", "ShutdownEvent",
