@@ -163,8 +163,9 @@ async def launch(commands: list[list[str]], env: dict[str, str]) -> int:
     try:
         for cmd in commands:
             # Each in a process group of its own: Ctrl-C in a terminal reaches only run, which passes it on once.
+            own_group: dict[str, Any] = {"process_group": 0} if os.name == "posix" else {}
             run.procs.append(await asyncio.create_subprocess_exec(
-                *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, process_group=0))
+                *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, **own_group))
             if run.signals:
                 run.procs[-1].send_signal(run.signals[-1])
         return await _supervise(run)
