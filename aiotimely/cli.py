@@ -314,8 +314,8 @@ def _parser() -> argparse.ArgumentParser:
                               usage="aiotimely run TARGET [options] [-- program arguments]", allow_abbrev=False)
     run.add_argument("target", metavar="TARGET", help="script.py, module:build or file.py:build")
     add_options(run, launcher=True)
-    commands.add_parser("worker", help="run one process of a computation (what run starts; -h for its options)")
-    commands.add_parser("bench", help="run the benchmark suite of a repository checkout (python -m benchmarks)")
+    commands.add_parser("worker", help="run one process of a computation (what run starts)")
+    commands.add_parser("bench", help="run the benchmark suite of a repository checkout")
     return parser
 
 
