@@ -22,6 +22,7 @@ from .dataflow import OperatorOutput as OperatorOutput
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
+from .dataflow import SourceStopped as SourceStopped
 from .dataflow import TimedOrder as TimedOrder
 from .dataflow import TimeOrder as TimeOrder
 from .dataflow import UnorderedHandle as UnorderedHandle
@@ -82,7 +83,8 @@ __all__ = [
     "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "InputPort", "Messages", "MutableAntichain", "Notificator",
     "OperatorOutput",
-    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope", "Stream",
+    "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope",
+    "SourceStopped", "Stream",
     "TimeOrder", "TimedOrder", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream", "to_dot", "to_mermaid", "TLSConfig",

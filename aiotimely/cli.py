@@ -28,58 +28,21 @@ import importlib.util
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY
 from .execution import DID_NOT_DRAIN, DRAINED, STOPPED, _Parser, add_options, execute, execute_options, parse_args
 from .execution import stop_grace
+from .launch import free_ports, load_target
 
-__all__ = ["main", "load_target"]
+__all__ = ["main"]
 
 GRACE = 10.0  # seconds the other processes get to end after one failed
 KILL_AFTER = 5.0
 """Seconds ``run`` gives its processes beyond their grace period (or after a second signal) before killing them."""
-
-
-def load_target(target: str) -> Callable[..., Any]:
-    """The build function named by ``module:function`` or ``path/file.py:function``."""
-    where, sep, name = target.rpartition(":")
-    if not sep or not where or not name:
-        raise SystemExit(f"aiotimely: {target!r} is not module:function or file.py:function")
-    if where.endswith(".py"):
-        path = Path(where).resolve()
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise SystemExit(f"aiotimely: cannot load {where}")
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(path.parent))
-        spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(where)
-    try:
-        build: Callable[..., Any] = getattr(module, name)
-        return build
-    except AttributeError:
-        raise SystemExit(f"aiotimely: {where} has no {name!r}") from None
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class _Launch:

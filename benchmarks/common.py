@@ -80,7 +80,7 @@ def run_anchor(args: list[str], env: dict[str, str] | None = None, timeout: floa
 def run_processes(module: str, args: list[str], processes: int, timeout: float = 600) -> list[dict[str, Any]]:
     """Run ``python -m module --worker *args`` as ``processes`` processes of one computation on loopback; each
     prints a JSON report as its last line: the reports, in process order."""
-    from aiotimely.cli import free_ports
+    from aiotimely.launch import free_ports
 
     ports = free_ports(processes)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:

@@ -67,7 +67,7 @@ async def build(worker: at.Worker) -> None:
 
 
 def aiotimely_exchange(n: int, loop: str) -> tuple[float, int]:
-    from aiotimely.cli import free_ports
+    from aiotimely.launch import free_ports
 
     ports = free_ports(2)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:

@@ -21,7 +21,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 import aiotimely as at
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 from aiotimely.connectors import EventTime
 from aiotimely.connectors.websockets import client_source, server_sink
 

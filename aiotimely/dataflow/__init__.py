@@ -10,6 +10,7 @@ from .capture import Progress as Progress
 from .capture import replay as replay
 from .input import InputHandle as InputHandle
 from .input import ProbeHandle as ProbeHandle
+from .input import SourceStopped as SourceStopped
 from .input import source as source
 from .input import to_stream as to_stream
 from .notificator import FrontierNotificator as FrontierNotificator
@@ -35,6 +36,6 @@ __all__ = [
     "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "Capability", "CapabilityRef", "Captured", "Dataflow", "FrontierNotificator", "InputHandle",
     "InputPort", "LoopHandle", "Messages", "Notificator", "OperatorBuilder", "OperatorInput", "OperatorOutput",
-    "ProbeHandle", "Progress", "Scope", "Session", "StreamCore", "TimeOrder", "TimedOrder", "concatenate",
-    "replay", "source", "to_stream",
+    "ProbeHandle", "Progress", "Scope", "Session", "SourceStopped", "StreamCore", "TimeOrder", "TimedOrder",
+    "concatenate", "replay", "source", "to_stream",
 ]

@@ -11,42 +11,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import pickle
-import pkgutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..dataflow.capture import Captured
 from ..execution import Worker, execute, parse_args
+from ..launch import load_target
 from .running import collect
 
-__all__ = ["load", "main"]
-
-
-def load(target: str) -> Callable[..., Any]:
-    """The function named by ``module:function`` or ``path/to/file.py:function``."""
-    where, _, name = target.rpartition(":")
-    if where.endswith(".py"):
-        path = Path(where).resolve()
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise SystemExit(f"aiotimely.testing: cannot load {where}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        sys.path.insert(0, str(path.parent))
-        spec.loader.exec_module(module)
-        try:
-            fn: Callable[..., Any] = getattr(module, name)
-        except AttributeError:
-            raise SystemExit(f"aiotimely.testing: {where} has no {name!r}") from None
-        return fn
-    try:
-        found: Callable[..., Any] = pkgutil.resolve_name(target)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise SystemExit(f"aiotimely.testing: cannot find {target!r}: {e}") from None
-    return found
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, program = argv[:cut], argv[cut + 1:]
     args, timely = own.parse_known_args(argv)
     options, _ = parse_args(timely)
-    build = load(args.target)
+    build = load_target(args.target, who="aiotimely.testing")
     sys.argv = [args.target, *program]
     addresses = None
     if options.hostfile:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import pickle
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import AiotimelyError
+from ..launch import free_ports
 from .running import merge
 
 __all__ = ["run_processes", "ProcessesFailed", "target_of"]
@@ -59,19 +59,6 @@ def target_of(build: str | Callable[..., Any]) -> str:
     return f"{module}:{qualname}"
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def run_processes(build: str | Callable[..., Any], processes: int = 2, workers: int = 1, *,
                   timeout: float = TIMEOUT, args: Sequence[str] = (), env: Mapping[str, str] | None = None,
                   loop: str = "auto") -> Any:
@@ -88,7 +75,7 @@ def run_processes(build: str | Callable[..., Any], processes: int = 2, workers: 
     with tempfile.TemporaryDirectory(prefix="aiotimely-test-") as folder:
         here = Path(folder)
         hostfile = here / "hosts.txt"
-        hostfile.write_text("".join(f"127.0.0.1:{port}\n" for port in _free_ports(processes)))
+        hostfile.write_text("".join(f"127.0.0.1:{port}\n" for port in free_ports(processes)))
         full_env = {**os.environ, **(env or {}),
                     "AIOTIMELY_SECRET": secrets.token_hex(16),
                     "AIOTIMELY_CONNECT_TIMEOUT": str(min(timeout, 30.0)),

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

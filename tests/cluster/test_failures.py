@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 
 from .harness import PROGRAMS, ROOT, Cluster
 

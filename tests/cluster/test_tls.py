@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 from aiotimely.comm.tls import TLSConfig, TLSError
 
 from .harness import PROGRAMS, ROOT, Cluster

