@@ -12,20 +12,9 @@ from typing import Any
 import pytest
 
 import aiotimely as at
+
+from .flows import named
 from aiotimely.observe.snapshot import snapshot
-
-
-def named(stream: at.Stream, name: str) -> at.Stream:
-    """``stream`` through an operator called ``name`` that passes every record on."""
-
-    async def forward(input: Any, output: Any, cap: Any) -> None:
-        cap.drop()
-        async for _ in input.activations():
-            for time, batch in input.drain():
-                output.session(time).give_many(batch)
-
-    result: at.Stream = stream.unary(forward, name=name)
-    return result
 
 
 def _countdown(inp: at.InputHandle[int], scope: at.Scope[at.Stream], seen: list[str]) -> at.ProbeHandle:

@@ -16,24 +16,13 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import aiotimely as at
+
+from .flows import named
 from aiotimely.observe.frames import LiveFeed
 from aiotimely.observe.ui import serve_ui
 
 WAIT = 20.0
 """Seconds any wait for the page may take before the test fails (it takes well under one)."""
-
-
-def named(stream: at.Stream, name: str) -> at.Stream:
-    """``stream`` through an operator called ``name`` that passes every record on."""
-
-    async def forward(input: Any, output: Any, cap: Any) -> None:
-        cap.drop()
-        async for _ in input.activations():
-            for time, batch in input.drain():
-                output.session(time).give_many(batch)
-
-    result: at.Stream = stream.unary(forward, name=name)
-    return result
 
 
 def countdown(inp: at.InputHandle[int], scope: at.Scope[at.Stream]) -> at.ProbeHandle:
