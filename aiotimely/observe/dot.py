@@ -170,7 +170,7 @@ def _q(text: str) -> str:
 
 def _dot_scope(graph: _Graph, scope: ScopeView, indent: str) -> Iterator[str]:
     top = scope.parent is None
-    style = "rounded" if top else "rounded,dashed" if scope.iterative else "rounded"
+    style = "rounded,dashed" if scope.iterative and not top else "rounded"
     yield f"{indent}subgraph {_q('cluster_' + scope.id)} {{"
     inner = indent + "  "
     yield f'{inner}label={_q(_scope_label(scope, top))}; style="{style}"; color="#8a94a6"; fontname="Helvetica";'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,15 @@ def counting(scope: at.Scope, seen: list[int], totals: list[int]) -> None:
      .unary_frontier(total_at_the_end, name="Total").inspect(totals.append))
 
 
+async def cancel_after_twenty(task: asyncio.Task[Any], seen: list[int]) -> None:
+    """Cancel ``task`` once 20 records were seen, and wait for it to end with the cancellation."""
+    while len(seen) < 20:
+        await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.005)), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 30)
+
+
 def test_a_cancelled_application_worker_drains_what_its_operators_hold():
     seen: list[int] = []
     totals: list[int] = []
@@ -48,11 +58,7 @@ def test_a_cancelled_application_worker_drains_what_its_operators_hold():
 
     async def main() -> None:
         task = asyncio.create_task(app())
-        while len(seen) < 20:
-            await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.005)), 5)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, 30)
+        await cancel_after_twenty(task, seen)
 
     asyncio.run(main())
     assert totals == [sum(seen)] and len(seen) >= 20
@@ -65,11 +71,7 @@ def test_a_cancelled_execute_async_drains_then_raises_the_cancellation():
     async def main() -> None:
         task = asyncio.create_task(at.execute_async(lambda w: w.dataflow(lambda s: counting(s, seen, totals)),
                                                     workers=2))
-        while len(seen) < 20:
-            await asyncio.wait_for(asyncio.shield(asyncio.sleep(0.005)), 5)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, 30)
+        await cancel_after_twenty(task, seen)
 
     asyncio.run(main())
     assert sorted(totals) == [0, sum(seen)]  # (worker 0 reads the one iterator; worker 1 totals nothing)
