@@ -188,13 +188,13 @@ def count_timed(words: at.Stream) -> at.Stream:
         seen: set = set()
         order = input.timed_order()
         async for _ in input.activations():
-            for t, batch in order.ready():               # each complete quantum, in order
-                counts = []
-                for word, scheduled in batch:
-                    if word not in seen:
-                        seen.add(word)
-                    counts.append((len(seen), scheduled))
-                order.session(output).give_many_at(t, counts)
+            session = None
+            for t, (word, scheduled) in order.records():   # every complete record, in time order
+                if word not in seen:
+                    seen.add(word)
+                if session is None:
+                    session = order.session(output)
+                session.give_at(t, (len(seen), scheduled))
 
     return count
 

@@ -10,6 +10,8 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
+from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
 
@@ -279,14 +281,17 @@ class TimedOrder:
     once the input frontier has passed a record's time, no record at that time can come any more. The
     order keeps one capability per minimal pending time (one, for totally ordered times), moved once per
     activation to the earliest time still pending: many record times cost one capability, one batch and
-    one progress update, not one each.
+    one progress update, not one each. With totally ordered times the records wait in one list, sorted by
+    time when the frontier moves (stable: records of one time stay in arrival order), so a record costs the
+    same whether it shares its time with others or has one of its own.
     """
 
-    __slots__ = ("_port", "_pending", "_held", "_le", "_total", "_sessions")
+    __slots__ = ("_port", "_pending", "_flat", "_held", "_le", "_total", "_sessions")
 
     def __init__(self, port: InputPort) -> None:
         self._port = port
-        self._pending: dict[Any, list[Any]] = {}
+        self._pending: dict[Any, list[Any]] = {}          # partially ordered times: time -> records
+        self._flat: list[tuple[Any, Any]] = []            # totally ordered times: the (time, record) pairs
         self._held: list[Capability] = []
         self._sessions: dict[tuple[int, int], Session] = {}   # (output, held index) -> session, until it moves
         ttype = port._op.ttype
@@ -302,10 +307,48 @@ class TimedOrder:
         frontier), it holds a capability for it and brings the frontier up to date at once
         (:meth:`OperatorRuntime.refresh_frontiers`), so the times that completes are handed over in this
         activation rather than the next."""
+        if self._total:
+            due = self._due_total()
+            participant = self._port._op.participant
+            for time, pairs in groupby(due, _first):
+                if participant is not None:
+                    participant.cut(time)  # every time before this one is applied, and none after
+                yield time, [record for _, record in pairs]
+        else:
+            yield from self._ready_partial()
+        self._done()
+
+    def records(self) -> Iterator[tuple[Any, Any]]:
+        """Like :meth:`ready`, one record at a time: every complete ``(time, record)``, in time order (records of
+        one time in the order they came). The cheapest way through many distinct times: a record costs the
+        same whether it shares its time or not. Inside the loop, a session from :meth:`session` sends timed
+        output (``give_at(time, ...)``) at the times handed over."""
+        if not self._total:
+            for time, records in self._ready_partial():
+                for record in records:
+                    yield time, record
+        else:
+            due = self._due_total()
+            participant = self._port._op.participant
+            if participant is None:
+                yield from due
+            else:
+                last = _NOTHING
+                for pair in due:
+                    if pair[0] != last:
+                        last = pair[0]
+                        participant.cut(last)
+                    yield pair
+        self._done()
+
+    def _take(self) -> bool:
+        """Take every waiting batch, holding a capability for its time; True if it should look at the
+        frontier again at once (see :meth:`ready`)."""
         port, pending, held, le, total = self._port, self._pending, self._held, self._le, self._total
         op = port._op
         first = not port._consumed._diffs  # nothing was taken from this input before, in this activation
         taken: list[Any] = []
+        flat = self._flat
         for batch_time, batch in port.batches():
             if not (held and le(held[0]._time, batch_time) if total else
                     any(le(cap._time, batch_time) for cap in held)):
@@ -315,48 +358,74 @@ class TimedOrder:
                 held.append(CapabilityRef(op, port.port, batch_time).retain())
                 self._sessions.clear()
             taken.append(batch_time)
+            if total:
+                flat.extend(batch)
+                continue
             for time, record in batch:
                 records = pending.get(time)
                 if records is None:
                     pending[time] = [record]
                 else:
                     records.append(record)
-        if not pending:
-            self._settle()
-            return
+        if not taken or not first:
+            return False
         frontier = port._frontier._frontier
-        if taken and first and any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port):
-            # What was just taken may be all that holds the frontier: every record taken is held by a
-            # capability now, so report that at once and look again, instead of in the next activation.
-            if op.refresh_frontiers():
-                frontier = port._frontier._frontier
-        if total:
-            due = sorted(pending) if not frontier else sorted(t for t in pending if t < frontier[0])
-        else:
-            due = sorted(t for t in pending if not port.less_equal(t))
-        participant = op.participant
-        for time in due:
+        # What was just taken may be all that holds the frontier: every record taken is held by a capability
+        # now, so report that at once and look again, instead of in the next activation.
+        return any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port)
+
+    def _due_total(self) -> list[tuple[Any, Any]]:
+        """Totally ordered times: take what arrived, and remove and return the pairs whose time is complete,
+        sorted by time."""
+        if self._take():
+            self._port._op.refresh_frontiers()
+        flat = self._flat
+        if not flat:
+            return []
+        frontier = self._port._frontier._frontier
+        flat.sort(key=_first)
+        if not frontier:
+            due = flat[:]
+            flat.clear()
+            return due
+        cut = bisect_left(flat, frontier[0], key=_first)
+        due = flat[:cut]
+        del flat[:cut]
+        return due
+
+    def _ready_partial(self) -> Iterator[tuple[Any, list[Any]]]:
+        """Partially ordered times: take what arrived, then each complete time with its records."""
+        if self._take():
+            self._port._op.refresh_frontiers()
+        port, pending = self._port, self._pending
+        participant = port._op.participant
+        for time in sorted(t for t in pending if not port.less_equal(t)):
             if participant is not None:
-                participant.cut(time)  # every time before this one is applied, and none after
+                participant.cut(time)
             yield time, pending.pop(time)
+
+    def _done(self) -> None:
+        """After handing over: cut the state at the frontier (or finish it), and move the capabilities."""
+        op = self._port._op
+        frontier = self._port._frontier._frontier
         if frontier:
-            if total:
+            if self._total:
                 op.cut(frontier[0])
-        elif not pending and participant is not None:
-            participant.finish()
+        elif not self._flat and not self._pending and op.participant is not None:
+            op.participant.finish()
         self._settle()
 
     def _settle(self) -> None:
         """Hold capabilities at the minimal pending times only."""
-        held, pending = self._held, self._pending
+        held, pending, flat = self._held, self._pending, self._flat
         self._sessions.clear()
-        if not pending:
+        if not pending and not flat:
             for cap in held:
                 cap.drop()
             held.clear()
             return
         if self._total:
-            least = min(pending)
+            least = flat[0][0]   # sorted by _due_total
             if held[0]._time != least:
                 held[0].downgrade(least)
             return
@@ -390,7 +459,7 @@ class TimedOrder:
 
     def pending(self) -> list[Any]:
         """The record times held, not yet complete."""
-        return sorted(self._pending)
+        return sorted(self._pending) if not self._total else sorted({time for time, _ in self._flat})
 
 
 class _Activations:
@@ -579,6 +648,7 @@ class Session:
 
 
 _first = itemgetter(0)
+_NOTHING = object()
 
 
 class OperatorOutput:

@@ -30,6 +30,28 @@ def count_by_time(timed: at.Stream, batches: list | None = None) -> at.Stream:
     return count
 
 
+def count_by_record(timed: at.Stream) -> at.Stream:
+    """``order.records()``: each complete record as ``(time, 1)`` at its time, record by record; times never go
+    back, and a time handed over in one activation never comes again."""
+
+    @timed.unary_frontier(name="CountByRecord")
+    async def count(input, output, cap):
+        cap.drop()
+        order = input.timed_order()
+        done = None                                  # the last time handed over in an earlier activation
+        async for _ in input.activations():
+            last = None
+            for time, _record in order.records():
+                assert done is None or time > done, "a time handed over again in a later activation"
+                assert last is None or time >= last, "records out of time order"
+                last = time
+                order.session(output).give_at(time, (time, 1))
+            done = last if last is not None else done
+            assert all(t > done for t in order.pending()) if done is not None else True
+
+    return count
+
+
 def test_many_record_times_travel_in_one_batch_and_come_back_in_order():
     got, batches = [], []
 
@@ -97,10 +119,11 @@ def test_a_timed_record_earlier_than_its_batch_is_refused():
         at.execute(by_timed, loop="asyncio")
 
 
+@pytest.mark.parametrize("reader", ["ready", "records"])
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 50)),
                                                                 max_size=5)), max_size=6), min_size=3, max_size=3))
-def test_timed_records_through_an_exchange_on_three_workers_arrive_whole_at_their_times(plans):
+def test_timed_records_through_an_exchange_on_three_workers_arrive_whole_at_their_times(reader, plans):
     """Each worker advances its input by random steps and sends records at random times ahead of it; they are
     exchanged, counted by time once complete, and settled: every record counts once, at its own time."""
     expected: dict = {}
@@ -114,7 +137,8 @@ def test_timed_records_through_an_exchange_on_three_workers_arrive_whole_at_thei
 
     async def build(worker):
         inp = at.InputHandle()
-        worker.dataflow(lambda scope: count_by_time(inp.to_stream(scope).exchange(lambda tr: tr[1][0]))
+        count = count_by_time if reader == "ready" else count_by_record
+        worker.dataflow(lambda scope: count(inp.to_stream(scope).exchange(lambda tr: tr[1][0]))
                         .settle().inspect_time(lambda t, r: got.__setitem__(t, got.get(t, 0) + r[1])))
         now = 0
         for step, records in plans[worker.index]:
@@ -209,3 +233,58 @@ def test_a_refresh_waits_when_the_logic_took_from_another_input_first():
 
     at.execute(build, loop="asyncio")
     assert sorted(got) == sorted([(t + 1, f"t{t}") for t in range(5)] + [(t, f"o{t}") for t in range(5)])
+
+
+def test_records_hands_over_every_complete_record_in_time_order_and_arrival_order_within_a_time():
+    got = []
+
+    def build(worker):
+        inp = at.InputHandle()
+
+        def make(scope):
+            @inp.to_stream(scope).unary_frontier(name="Records")
+            async def records(input, output, cap):
+                cap.drop()
+                order = input.timed_order()
+                async for _ in input.activations():
+                    for time, record in order.records():
+                        got.append((time, record))
+                        order.session(output).give_at(time, record)
+
+            return records
+
+        worker.dataflow(make)
+        for i, t in enumerate([9, 3, 7, 3, 0, 9, 3]):   # one batch at time 0, record times out of order
+            inp.send_at(t, f"r{i}")
+        inp.advance_to(5)
+        inp.send_at(7, "late")                          # a batch at 5 with a record at 7
+        inp.close()
+
+    at.execute(build, loop="asyncio")
+    assert got == [(0, "r4"), (3, "r1"), (3, "r3"), (3, "r6"), (7, "r2"), (7, "late"), (9, "r0"), (9, "r5")]
+
+
+@pytest.mark.parametrize("reader", ["ready", "records"])
+def test_a_planted_early_handover_is_caught(reader, monkeypatch):
+    """The checks above catch a timed order that hands over a time the frontier has not passed (cutting the
+    sorted records after the frontier's time instead of before it)."""
+    from bisect import bisect_right
+
+    from aiotimely.dataflow import ports
+
+    monkeypatch.setattr(ports, "bisect_left", bisect_right)
+
+    async def build(worker):
+        inp = at.InputHandle()
+        count = count_by_time if reader == "ready" else count_by_record
+        probe = worker.dataflow(lambda scope: count(inp.to_stream(scope)).probe())
+        inp.advance_to(5)
+        inp.send_at(5, "a")                              # at the frontier: not complete
+        await worker.step_while(lambda: probe.less_than(5))
+        await worker.step()
+        inp.send_at(5, "b")
+        inp.close()
+        await worker.step_until_done()
+
+    with pytest.raises(at.DataflowError, match="a time handed over"):
+        at.execute(build, loop="asyncio")
