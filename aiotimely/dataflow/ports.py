@@ -10,8 +10,7 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
-from bisect import bisect_left
-from itertools import groupby
+from bisect import bisect_left, bisect_right
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
 
@@ -310,10 +309,19 @@ class TimedOrder:
         if self._total:
             due = self._due_total()
             participant = self._port._op.participant
-            for time, pairs in groupby(due, _first):
-                if participant is not None:
-                    participant.cut(time)  # every time before this one is applied, and none after
-                yield time, [record for _, record in pairs]
+            i, n = 0, len(due)
+            try:
+                while i < n:
+                    time = due[i][0]
+                    j = bisect_right(due, time, lo=i, key=_first)
+                    records = [record for _, record in due[i:j]]
+                    i = j
+                    if participant is not None:
+                        participant.cut(time)  # every time before this one is applied, and none after
+                    yield time, records
+            finally:
+                if i < n:  # the loop stopped early: what it did not get stays pending
+                    self._flat[:0] = due[i:]
         else:
             yield from self._ready_partial()
         self._done()
@@ -325,20 +333,31 @@ class TimedOrder:
         output (``give_at(time, ...)``) at the times handed over."""
         if not self._total:
             for time, records in self._ready_partial():
-                for record in records:
-                    yield time, record
+                rest = iter(records)
+                try:
+                    for record in rest:
+                        yield time, record
+                finally:
+                    left = list(rest)
+                    if left:  # the loop stopped early: what it did not get stays pending
+                        self._pending[time] = left
         else:
-            due = self._due_total()
+            rest = iter(self._due_total())
             participant = self._port._op.participant
-            if participant is None:
-                yield from due
-            else:
-                last = _NOTHING
-                for pair in due:
-                    if pair[0] != last:
-                        last = pair[0]
-                        participant.cut(last)
-                    yield pair
+            try:
+                if participant is None:
+                    yield from rest
+                else:
+                    last = _NOTHING
+                    for pair in rest:
+                        if pair[0] != last:
+                            last = pair[0]
+                            participant.cut(last)
+                        yield pair
+            finally:
+                left = list(rest)
+                if left:  # the loop stopped early: what it did not get stays pending
+                    self._flat[:0] = left
         self._done()
 
     def _take(self) -> bool:

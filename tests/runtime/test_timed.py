@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aiotimely as at
+from aiotimely.progress import INT, ProductType
 
 
 def count_by_time(timed: at.Stream, batches: list | None = None) -> at.Stream:
@@ -288,3 +289,41 @@ def test_a_planted_early_handover_is_caught(reader, monkeypatch):
 
     with pytest.raises(at.DataflowError, match="a time handed over"):
         at.execute(build, loop="asyncio")
+
+
+@pytest.mark.parametrize("reader", ["ready", "records"])
+@pytest.mark.parametrize("timestamp", ["int", "product"])
+def test_a_loop_that_stops_early_leaves_the_rest_pending(reader, timestamp):
+    """Breaking out of ``ready()`` or ``records()`` hands over only what the loop got: the rest stays pending
+    and comes with the next look, in order, none lost."""
+    got: list = []
+    product = timestamp == "product"
+    ts = (lambda t: at.Product(0, t)) if product else (lambda t: t)
+
+    def build(worker):
+        inp = at.InputHandle()
+
+        def make(scope):
+            @inp.to_stream(scope).unary_frontier(name="Halting")
+            async def halting(input, output, cap):
+                cap.drop()
+                order = input.timed_order()
+                async for _ in input.activations():
+                    while True:                 # one time (or one record) per look, then stop early
+                        looked = order.ready() if reader == "ready" else order.records()
+                        first = next(looked, None)
+                        looked.close()
+                        if first is None:
+                            break
+                        got.append(first)
+
+        worker.dataflow(make, timestamp=ProductType(INT, INT) if product else int)
+        for t in [4, 2, 2, 9]:
+            inp.send_at(ts(t), f"x{t}")
+        inp.close()
+
+    at.execute(build, loop="asyncio")
+    if reader == "ready":
+        assert got == [(ts(2), ["x2", "x2"]), (ts(4), ["x4"]), (ts(9), ["x9"])]
+    else:
+        assert got == [(ts(2), "x2"), (ts(2), "x2"), (ts(4), "x4"), (ts(9), "x9")]
