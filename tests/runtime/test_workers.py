@@ -6,6 +6,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,3 +96,46 @@ def test_iteration_inside_a_region_inside_an_iterative_scope(run):
 
     results = [x for r in run(build, workers=2) for x in r]
     assert sorted(results) == [(at.Product(0, 2), 0), (at.Product(0, 4), 0)]
+
+
+KEYS = st.one_of(st.text(max_size=4), st.integers(-5, 2**70), st.booleans(), st.none(),
+                 st.floats(allow_nan=False), st.tuples(st.text(max_size=2), st.integers(-3, 3)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(KEYS, min_size=32, max_size=100), st.integers(1, 5))
+def test_a_batch_split_as_a_whole_goes_where_record_by_record_sends_it(keys, peers):
+    """The exchange splits a batch of 32 records or more a step at a time over all of it; every record goes to
+    the same worker as when it is routed alone (``route``), whatever the mix of key types."""
+    from aiotimely.comm.routing import route
+    from aiotimely.dataflow.channels import ExchangePusher
+
+    class Box:
+        def __init__(self):
+            self.got = []
+
+        def push(self, item):
+            self.got.append(item)
+
+    class Worker:
+        logging = None
+        index = 0
+
+    records = list(enumerate(keys))
+    boxes = [Box() for _ in range(peers)]
+    pusher = ExchangePusher(lambda r: r[1], boxes, Worker(), 0)
+    pusher(0, list(records))
+    pusher(1, list(records))          # again: now the string keys' routes are remembered
+    for time in (0, 1):
+        for w, box in enumerate(boxes):
+            got = [r for t, part in box.got if t == time for r in part]
+            assert got == [r for r in records if route(r[1], peers) == w]
+
+
+def test_a_failing_key_deep_in_a_big_batch_is_named_with_its_record(run):
+    def build(worker):
+        worker.dataflow(lambda s: at.to_stream([list(range(100)) + [[7]]], s).flat_map(lambda xs: xs)
+                        .exchange(lambda x: x).probe(), name="keys")     # [7] cannot be hashed
+
+    with pytest.raises(at.DataflowError, match=r"operator 'Exchange'.*the exchange key of record \[7\]"):
+        run(build, workers=2)
