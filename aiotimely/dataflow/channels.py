@@ -10,8 +10,6 @@ moves bytes and knows nothing of records or times.
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import not_
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..comm.codec import CodecError, RecordCodec, register_extension
@@ -145,9 +143,6 @@ Blame = Callable[[Exception, str, Any], BaseException]
 
 ROUTES_KEPT = 1 << 16
 """How many ``str`` keys an exchange remembers the route of (then it starts over)."""
-WHOLE_BATCH = 32
-"""From this many records, a batch is split a step at a time over all of it (every key, then every route, then
-the parts), each step one call into C, instead of record by record."""
 
 
 class ExchangePusher:
@@ -171,58 +166,10 @@ class ExchangePusher:
         """Where ``str`` keys went: a string's route costs a CRC-32, and keys repeat."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
-        if len(self._routes) > ROUTES_KEPT:
-            self._routes.clear()
-        parts = None
-        if len(batch) >= WHOLE_BATCH:
-            try:
-                parts = self._split_whole(batch)
-            except Exception:  # a key that fails or cannot be hashed: found and named record by record
-                parts = None
-        if parts is None:
-            parts = self._split(time, batch)
-        for box, part in zip(self._boxes, parts, strict=True):
-            if part:
-                box.push((time, part))
-        log = self._worker.logging
-        if log is not None:
-            index, channel = self._worker.index, self._channel
-            for target, part in enumerate(parts):
-                if part:
-                    log.log(MessagesEvent(True, channel, index, target, time, len(part)))
-
-    def _split_whole(self, batch: list[Any]) -> list[list[Any]]:
-        """The parts of ``batch``, per worker, a step at a time over all of it (the same routes as
-        :meth:`_split`)."""
-        peers = self._peers
-        keys = list(map(self._key, batch))
-        first = type(keys[0])
-        tos: list[int]
-        if first is str:
-            routes = self._routes
-            tos = list(map(routes.get, keys))  # type: ignore[arg-type]  # misses are filled in below
-            if None in tos:
-                for i in [i for i, to in enumerate(tos) if to is None]:
-                    key = keys[i]
-                    to = tos[i] = route(key, peers)
-                    if type(key) is str:
-                        routes[key] = to
-        elif first is int:
-            tos = [key % peers if type(key) is int and key >= 0 else route(key, peers) for key in keys]
-        else:
-            tos = [route(key, peers) for key in keys]
-        if peers == 2:
-            return [list(compress(batch, map(not_, tos))), list(compress(batch, tos))]
-        parts: list[list[Any]] = [[] for _ in range(peers)]
-        appends = [part.append for part in parts]
-        for record, to in zip(batch, tos, strict=True):
-            appends[to](record)
-        return parts
-
-    def _split(self, time: Any, batch: list[Any]) -> list[list[Any]]:
-        """The parts of ``batch``, per worker, record by record; a failing key is blamed on the consumer."""
         key, peers, routes = self._key, self._peers, self._routes
         parts: list[list[Any]] = [[] for _ in range(peers)]
+        if len(routes) > ROUTES_KEPT:
+            routes.clear()
         try:
             for record in batch:
                 k = key(record)
@@ -239,7 +186,15 @@ class ExchangePusher:
             if self._blame is None:
                 raise
             raise self._blame(exc, f"the exchange key of record {record!r:.200}", time) from exc
-        return parts
+        for box, part in zip(self._boxes, parts, strict=True):
+            if part:
+                box.push((time, part))
+        log = self._worker.logging
+        if log is not None:
+            index, channel = self._worker.index, self._channel
+            for target, part in enumerate(parts):
+                if part:
+                    log.log(MessagesEvent(True, channel, index, target, time, len(part)))
 
     def endpoints(self) -> list[Endpoint]:
         return self._boxes

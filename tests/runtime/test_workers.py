@@ -104,9 +104,9 @@ KEYS = st.one_of(st.text(max_size=4), st.integers(-5, 2**70), st.booleans(), st.
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(KEYS, min_size=32, max_size=100), st.integers(1, 5))
-def test_a_batch_split_as_a_whole_goes_where_record_by_record_sends_it(keys, peers):
-    """The exchange splits a batch of 32 records or more a step at a time over all of it; every record goes to
-    the same worker as when it is routed alone (``route``), whatever the mix of key types."""
+def test_an_exchange_sends_every_record_where_its_key_routes_whatever_the_mix_of_key_types(keys, peers):
+    """Every record of a batch goes to the worker ``route`` names for its key (the same in every process), with
+    string routes remembered or not, and keys of every type mixed in one batch."""
     from aiotimely.comm.routing import route
     from aiotimely.dataflow.channels import ExchangePusher
 
@@ -132,7 +132,7 @@ def test_a_batch_split_as_a_whole_goes_where_record_by_record_sends_it(keys, pee
             assert got == [r for r in records if route(r[1], peers) == w]
 
 
-def test_a_failing_key_deep_in_a_big_batch_is_named_with_its_record(run):
+def test_a_failing_key_deep_in_a_batch_is_named_with_its_record(run):
     def build(worker):
         worker.dataflow(lambda s: at.to_stream([list(range(100)) + [[7]]], s).flat_map(lambda xs: xs)
                         .exchange(lambda x: x).probe(), name="keys")     # [7] cannot be hashed
