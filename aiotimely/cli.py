@@ -57,6 +57,8 @@ class _Launch:
         self.killed: set[int] = set()
         self.deadline: float | None = None
         self.changed = asyncio.Event()
+        self.output_closed = False
+        """Our standard output was closed (``aiotimely run ... | head``): the processes are stopped quietly."""
 
     def arrived(self, sig: int) -> None:
         self.signals.append(sig)
@@ -69,6 +71,17 @@ class _Launch:
         loop = asyncio.get_running_loop()
         self.deadline = loop.time() + (stop_grace() + KILL_AFTER if len(self.signals) == 1 else KILL_AFTER)
         self.changed.set()
+
+    def close_output(self) -> None:
+        """The reader of our standard output went away: stop the processes as SIGTERM does, and exit
+        quietly, with the status of a process ended by SIGPIPE (141), as ``yes | head`` does."""
+        if self.output_closed:
+            return
+        self.output_closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)   # what is still buffered, or printed at exit, goes nowhere
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        self.arrived(signal.SIGTERM)
 
     def keeps(self, index: int, line: str) -> bool:
         """Whether ``line`` from process ``index``'s stderr is its stop line (kept for the summary)."""
@@ -99,17 +112,24 @@ class _Launch:
         return f"{STOPPED}by {name} {DID_NOT_DRAIN}{problems[0]}{more}"
 
 
-async def _forward(stream: asyncio.StreamReader, prefix: str, out: Any,
-                   keep: Callable[[str], bool] | None = None) -> None:
+async def _forward(stream: asyncio.StreamReader, prefix: str, out: Any, keep: Callable[[str], bool] | None = None,
+                   closed: Callable[[], None] | None = None) -> None:
+    """Copy a process's lines to ``out`` with ``prefix``, except those ``keep`` keeps; if ``out`` is closed,
+    call ``closed`` and read on without copying, so that the process never blocks on a full pipe."""
     while True:
         line = await stream.readline()
         if not line:
             return
         text = line.decode("utf-8", "replace")
-        if keep is not None and keep(text):
+        if out is None or (keep is not None and keep(text)):
             continue
-        out.write(prefix + text)
-        out.flush()
+        try:
+            out.write(prefix + text)
+            out.flush()
+        except BrokenPipeError:
+            out = None
+            if closed is not None:
+                closed()
 
 
 async def launch(commands: list[list[str]], env: dict[str, str]) -> int:
@@ -148,7 +168,7 @@ async def _supervise(run: _Launch) -> int:
     async with asyncio.TaskGroup() as tasks:
         for i, p in enumerate(procs):
             assert p.stdout is not None and p.stderr is not None
-            tasks.create_task(_forward(p.stdout, f"[process {i}] ", sys.stdout))
+            tasks.create_task(_forward(p.stdout, f"[process {i}] ", sys.stdout, closed=run.close_output))
             tasks.create_task(_forward(p.stderr, f"[process {i}] ", sys.stderr, functools.partial(run.keeps, i)))
         waits = {tasks.create_task(p.wait()): i for i, p in enumerate(procs)}
         pending: set[asyncio.Task[int]] = set(waits)
@@ -174,6 +194,8 @@ async def _supervise(run: _Launch) -> int:
                     failed.append((waits[fut], code))
                     if failed_at is None:
                         failed_at = loop.time()
+    if run.output_closed:
+        return 128 + signal.SIGPIPE
     if run.signals:
         print(run.summary(codes), file=sys.stderr, flush=True)
         return 128 + run.signals[0]

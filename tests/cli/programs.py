@@ -45,6 +45,11 @@ def ticking(worker: at.Worker) -> None:
                     .exchange(lambda x: x).inspect(ready))
 
 
+def chatty(worker: at.Worker) -> None:
+    """Endless ticks, every one printed."""
+    worker.dataflow(lambda scope: from_aiter(scope, lambda i, n: _ticks(), name="Ticks").inspect(print))
+
+
 def stubborn(worker: at.Worker) -> None:
     """A source that refuses to stop (it catches every cancellation): only the grace period or a second
     signal ends it."""

@@ -52,6 +52,16 @@ def test_run_passes_the_signal_on_and_says_in_one_line_that_every_process_draine
     assert err.splitlines() == [f"aiotimely: stopped by {sig.name} after the dataflows drained (2 processes)"]
 
 
+def test_run_into_a_pipe_that_closes_stops_the_processes_quietly_with_the_status_of_sigpipe():
+    """``aiotimely run ... | head -3``: once ``head`` has its lines and goes, ``run`` stops the endless computation
+    (as SIGTERM does) and exits 141, as ``yes | head`` does, with nothing on stderr."""
+    script = f"set -o pipefail; {sys.executable} -m aiotimely run {PROGRAMS}:chatty -n 2 -w 2 | head -3"
+    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 141, proc.stderr
+    assert len(proc.stdout.splitlines()) == 3 and proc.stdout.startswith("[process ")
+    assert proc.stderr == ""
+
+
 def test_a_script_calling_execute_stops_on_ctrl_c_with_one_line():
     code, out, err = signalled(start([sys.executable, PROGRAMS, "-w", "2"], PROGRAM="ticking"), signal.SIGINT)
     assert code == 130, err
