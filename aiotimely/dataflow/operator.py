@@ -58,7 +58,7 @@ class OperatorRuntime:
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
         "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "activations",
-        "busy", "__weakref__",
+        "busy", "seen_in_refresh", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -77,6 +77,8 @@ class OperatorRuntime:
         self.externally_driven = False
         self.poked = False
         """An activator was called and the logic has not yet come back to wait for an activation."""
+        self.seen_in_refresh = 0
+        """Frontier changes taken by :meth:`refresh_frontiers`: the logic that asked saw them (not news)."""
         self.bounded = True
         """Whether the operator waits while a mailbox it feeds is full (a feedback loop's does not: a cycle of
         full mailboxes would wait forever)."""
@@ -291,7 +293,7 @@ class OperatorRuntime:
     def news(self) -> int:
         """A count that grows whenever a batch arrives or an input frontier changes: if it differs from the
         count at the logic's last look, something arrived that the logic has not seen."""
-        count = 0
+        count = -self.seen_in_refresh
         for port in self.inputs:
             count += port.taken + len(port._queue) + port.changes
         return count
@@ -321,7 +323,9 @@ class OperatorRuntime:
         if not self.scope.refresh(self.index):
             return False
         self.epoch += 1
+        before = self.news()
         self._accept_frontiers()
+        self.seen_in_refresh += self.news() - before  # the caller looks at them now: no news for the logic
         return True
 
     def consumed_elsewhere(self, port: int) -> bool:
