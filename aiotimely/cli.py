@@ -43,6 +43,8 @@ __all__ = ["main"]
 GRACE = 10.0  # seconds the other processes get to end after one failed
 KILL_AFTER = 5.0
 """Seconds ``run`` gives its processes beyond their grace period (or after a second signal) before killing them."""
+CLOSED_OUTPUT = 141
+"""``run``'s status when its standard output was closed: a process ended by SIGPIPE's (128 + 13)."""
 
 
 class _Launch:
@@ -195,7 +197,7 @@ async def _supervise(run: _Launch) -> int:
                     if failed_at is None:
                         failed_at = loop.time()
     if run.output_closed:
-        return 128 + signal.SIGPIPE
+        return CLOSED_OUTPUT
     if run.signals:
         print(run.summary(codes), file=sys.stderr, flush=True)
         return 128 + run.signals[0]
