@@ -360,9 +360,9 @@ class TimedOrder:
                     self._flat[:0] = left
         self._done()
 
-    def _take(self) -> bool:
-        """Take every waiting batch, holding a capability for its time; True if it should look at the
-        frontier again at once (see :meth:`ready`)."""
+    def _take(self) -> None:
+        """Take every waiting batch, holding a capability for its time; bring the frontier up to date at once
+        when what it took may be all that held it back (see :meth:`ready`)."""
         port, pending, held, le, total = self._port, self._pending, self._held, self._le, self._total
         op = port._op
         first = not port._consumed._diffs  # nothing was taken from this input before, in this activation
@@ -387,17 +387,17 @@ class TimedOrder:
                 else:
                     records.append(record)
         if not taken or not first:
-            return False
+            return
         frontier = port._frontier._frontier
         # What was just taken may be all that holds the frontier: every record taken is held by a capability
         # now, so report that at once and look again, instead of in the next activation.
-        return any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port)
+        if any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port):
+            op.refresh_frontiers()
 
     def _due_total(self) -> list[tuple[Any, Any]]:
         """Totally ordered times: take what arrived, and remove and return the pairs whose time is complete,
         sorted by time."""
-        if self._take():
-            self._port._op.refresh_frontiers()
+        self._take()
         flat = self._flat
         if not flat:
             return []
@@ -414,8 +414,7 @@ class TimedOrder:
 
     def _ready_partial(self) -> Iterator[tuple[Any, list[Any]]]:
         """Partially ordered times: take what arrived, then each complete time with its records."""
-        if self._take():
-            self._port._op.refresh_frontiers()
+        self._take()
         port, pending = self._port, self._pending
         participant = port._op.participant
         for time in sorted(t for t in pending if not port.less_equal(t)):

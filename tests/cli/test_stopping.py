@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from ..cluster.harness import ROOT, finish
+
 PROGRAMS = "tests/cli/programs.py"
 
 
@@ -32,13 +32,7 @@ def signalled(proc: subprocess.Popen[str], *signals: int, timeout: float = 60,
         raise AssertionError(f"the program did not get ready: {ready}{out}\n{err}")
     for sig in signals:
         proc.send_signal(sig)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"the program did not stop: {out}\n{err}") from None
-    return proc.returncode, out, err
+    return finish(proc, timeout, "the program did not stop")
 
 
 def run(*args: str) -> list[str]:

@@ -33,16 +33,19 @@ class Cluster:
                 cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
     def wait(self, timeout: float = 60) -> list[tuple[int, str, str]]:
-        results = []
-        for proc in self.procs:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
-                raise AssertionError(f"process did not end within {timeout} s:\n{out}\n{err}") from None
-            results.append((proc.returncode, out, err))
-        return results
+        return [finish(proc, timeout, f"process did not end within {timeout} s") for proc in self.procs]
+
+
+def finish(proc: subprocess.Popen[str], timeout: float, failure: str) -> tuple[int, str, str]:
+    """Wait for ``proc`` and return (status, stdout, stderr); if it does not end within ``timeout`` seconds,
+    kill it and fail with ``failure`` and what it printed."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{failure}:\n{out}\n{err}") from None
+    return proc.returncode, out, err
 
 
 def launch(target: str, processes: int, workers: int, *args: str, timeout: float = 120) -> tuple[int, str, str]:
