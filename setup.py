@@ -1,7 +1,7 @@
 """Build aiotimely: the package is pure Python; a wheel also gets its progress core compiled with mypyc.
 
 ``pip install aiotimely`` (or ``pip install .``) compiles the modules in :data:`COMPILED_MODULES` with mypyc, the
-same source turned into C extensions, which track progress 1.25-1.9x faster. Without a C compiler (or if
+same source turned into C extensions, which run the progress core 10-40% faster. Without a C compiler (or if
 mypyc fails) the build says so and installs the pure-Python package, which is complete on its own. An
 editable install (``pip install -e .``) stays pure, so that an edit to a module takes effect at once.
 

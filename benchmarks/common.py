@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from aiotimely.progress import COMPILED
-
 ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = Path(os.environ.get("AIOTIMELY_ANCHORS", ROOT.parent / "shared" / "anchors"))
 RESULTS = ROOT / "benchmarks" / "results"
@@ -112,7 +110,6 @@ def in_process_seconds(records: list[dict]) -> float:
 def machine() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
-        "progress_core": "compiled" if COMPILED else "pure",
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -22,7 +22,7 @@ import random
 import statistics
 import time
 
-from aiotimely.progress import COMPILED, Antichain, GraphBuilder, Source, Target, Tracker
+from aiotimely.progress import Antichain, GraphBuilder, Source, Target, Tracker
 
 from .common import command_line, save
 
@@ -120,8 +120,7 @@ def main(argv=None) -> dict:
     steps = {"advance": 20 if args.quick else 400, "records": 200 if args.quick else 50_000}
 
     results: dict = {"operators": n, "runs": {}}
-    print(f"tracker microbenchmark: {n} operators, median of {repeats} (min..max); python {platform.python_version()}"
-          f", progress core {'compiled' if COMPILED else 'pure'}")
+    print(f"tracker microbenchmark: {n} operators, median of {repeats} (min..max); python {platform.python_version()}")
     print(f"{'graph':8} {'workload':9} {'updates/s':>12} {'(min..max)':>22} {'us/step':>9} "
           f"{'frontier changes/step':>22}")
     for gname, (graph, heads) in (("chain", chain(n)), ("dag", random_dag(n))):

@@ -4,8 +4,7 @@ Layer 1 of aiotimely (see DESIGN.md). Nothing here touches an event loop or a
 socket, so every algorithm is tested directly, against brute-force references.
 
 An installed package may run these modules compiled with mypyc (see setup.py): the
-same source compiled to C, which tracks progress 1.25-1.9x faster; :data:`COMPILED` says
-which it is.
+same source, compiled to C, 10-40% faster; :data:`COMPILED` says which it is.
 """
 
 from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
