@@ -53,14 +53,10 @@ class ProgressBatch(NamedTuple):
     @classmethod
     def decode(cls, data: bytes, ttype: TimestampType[Any, Any] = INT) -> ProgressBatch:
         """Parse :meth:`encode`'s output; raise :class:`ProgressError` saying what is malformed."""
-        # (raised after the except clause, not in it: no "during handling of..." chain, compiled or not)
-        problem: Exception | None = None
         try:
             path, sender, seq, flat = msgpack.unpackb(data, use_list=False, raw=False, strict_map_key=True)
         except Exception as e:  # msgpack raises several unrelated types for bad input
-            problem = e
-        if problem is not None:
-            raise ProgressError(f"malformed progress batch: not a 4-element msgpack array ({problem})")
+            raise ProgressError(f"malformed progress batch: not a 4-element msgpack array ({e})") from None
         if not (type(path) is tuple and all(type(p) is int and p >= 0 for p in path)):
             raise ProgressError(f"malformed progress batch: bad scope path {path!r}")
         if type(sender) is not int or sender < 0 or type(seq) is not int or seq < 0:
@@ -79,9 +75,9 @@ class ProgressBatch(NamedTuple):
             try:
                 time = decode(time)
             except (TypeError, ValueError) as e:
-                problem = e
-            if problem is not None:
-                raise ProgressError(f"malformed progress batch from worker {sender}: change {i // 4}: {problem}")
+                raise ProgressError(
+                    f"malformed progress batch from worker {sender}: change {i // 4}: {e}"
+                ) from None
             loc = Source(node, port) if port >= 0 else Target(node, -1 - port)
             changes.append((loc, time, diff))
         return cls(path, sender, seq, changes)

@@ -110,13 +110,10 @@ class GraphBuilder:
                         summaries = [summaries]
                     chain = Antichain(less_equal=ttype.summary_less_equal)
                     for s in summaries:
-                        problem: Exception | None = None
                         try:
                             ttype.check_summary(s)
                         except (TypeError, ValueError) as e:
-                            problem = e
-                        if problem is not None:  # (raised outside the except clause: no chain to hide)
-                            raise GraphError(f"{where}, input {i} -> output {o}: {problem}")
+                            raise GraphError(f"{where}, input {i} -> output {o}: {e}") from None
                         chain.insert(s)
                     if chain:
                         row[o] = chain
@@ -472,9 +469,10 @@ class Tracker:
 
     def update(self, location: Location, time: Any, diff: int) -> None:
         """Record ``diff`` more capabilities (``Source``) or records (``Target``) at ``time``."""
-        loc = self.graph.loc_id.get(location)
-        if loc is None:
-            raise GraphError(f"scope {self.graph.name!r} has no location {location!r}")
+        try:
+            loc = self.graph.loc_id[location]
+        except KeyError:
+            raise GraphError(f"scope {self.graph.name!r} has no location {location!r}") from None
         self.update_at(loc, time, diff)
 
     def update_source(self, location: Location, time: Any, diff: int) -> None:

