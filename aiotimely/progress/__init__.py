@@ -2,19 +2,7 @@
 
 Layer 1 of aiotimely (see DESIGN.md). Nothing here touches an event loop or a
 socket, so every algorithm is tested directly, against brute-force references.
-
-An installed package may run these modules compiled with mypyc (see setup.py): the
-same source, compiled to C, 10-40% faster; :data:`COMPILED` says which it is.
 """
-
-from importlib.machinery import EXTENSION_SUFFIXES as _EXTENSION_SUFFIXES
-
-from . import batch as _batch
-from . import frontier as _frontier
-from . import location as _location
-from . import operate as _operate
-from . import reachability as _reachability
-from . import subgraph as _subgraph
 
 from .batch import Progcaster as Progcaster
 from .batch import ProgressBatch as ProgressBatch
@@ -44,12 +32,8 @@ from .timestamp import Timestamp as Timestamp
 from .timestamp import TimestampType as TimestampType
 from .timestamp import timestamp_type as timestamp_type
 
-COMPILED: bool = all((module.__file__ or "").endswith(tuple(_EXTENSION_SUFFIXES))
-                     for module in (_batch, _frontier, _location, _operate, _reachability, _subgraph))
-"""True if the progress core runs compiled (an installed wheel built with mypyc), False if it runs as Python."""
-
 __all__ = [
-    "COMPILED", "Antichain", "ChangeBatch", "FrontierInterest", "Graph", "GraphBuilder", "INT", "INT_MAX",
+    "Antichain", "ChangeBatch", "FrontierInterest", "Graph", "GraphBuilder", "INT", "INT_MAX",
     "Location", "MutableAntichain", "Operate", "OperatorProgress", "PathSummary", "Product",
     "ProductType", "Progcaster", "ProgressBatch", "ProtocolType", "Refinement", "SharedProgress",
     "Source", "Subgraph", "SubgraphBuilder", "Target", "Timestamp", "TimestampType", "Tracker",

@@ -140,7 +140,8 @@ class Antichain(Generic[T]):
 
     @classmethod
     def _from_minimal(cls, elements: list[T], less_equal: Callable[[T, T], bool]) -> Antichain[T]:
-        chain = cls(less_equal=less_equal)
+        chain = cls.__new__(cls)
+        chain._le = less_equal
         chain._elements = list(elements)
         return chain
 

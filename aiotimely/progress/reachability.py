@@ -146,18 +146,18 @@ class GraphBuilder:
             raise GraphError(f"scope {self.name!r}: operator indices must be 1..n without gaps; missing {missing}")
         fed_by: dict[Target, Source] = {}
         for source, target in self._edges:
-            for node, port, side in ((source.node, source.port, 1), (target.node, target.port, 0)):
-                if node not in shape:
+            for loc, ports in ((source, 1), (target, 0)):
+                if loc.node not in shape:
                     raise GraphError(
-                        f"scope {self.name!r}: edge {source!r} -> {target!r}: there is no node {node} "
+                        f"scope {self.name!r}: edge {source!r} -> {target!r}: there is no node {loc.node} "
                         f"(nodes are 0..{len(shape) - 1})"
                     )
-                n = shape[node][side]
-                if not 0 <= port < n:
-                    kind = "outputs" if side else "inputs"
+                n = shape[loc.node][ports]
+                if not 0 <= loc.port < n:
+                    kind = "outputs" if ports else "inputs"
                     raise GraphError(
-                        f"scope {self.name!r}: edge {source!r} -> {target!r}: {self._describe(node)} "
-                        f"has {n} {kind}, no port {port}"
+                        f"scope {self.name!r}: edge {source!r} -> {target!r}: {self._describe(loc.node)} "
+                        f"has {n} {kind}, no port {loc.port}"
                     )
             if target in fed_by:
                 raise GraphError(
@@ -475,13 +475,8 @@ class Tracker:
             raise GraphError(f"scope {self.graph.name!r} has no location {location!r}") from None
         self.update_at(loc, time, diff)
 
-    def update_source(self, location: Location, time: Any, diff: int) -> None:
-        """:meth:`update` at an operator output (timely's name)."""
-        self.update(location, time, diff)
-
-    def update_target(self, location: Location, time: Any, diff: int) -> None:
-        """:meth:`update` at an operator input (timely's name)."""
-        self.update(location, time, diff)
+    update_source = update
+    update_target = update
 
     def update_at(self, loc: int, time: Any, diff: int) -> None:
         """:meth:`update` by location id."""

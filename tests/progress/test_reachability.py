@@ -14,7 +14,6 @@ from aiotimely.progress import reachability
 
 from .graphs import OpSpec, ScopeSpec, loop_graph, random_scope, random_time
 from .reference import FlatGraph
-from . import pure_only
 
 PP = ProductType(INT, INT)
 
@@ -260,7 +259,6 @@ def count_heap_pops(monkeypatch) -> list[int]:
     return popped
 
 
-@pure_only
 def test_planted_fifo_worklist_chases_a_retraction_round_the_loop(monkeypatch):
     """The loop-retraction test above must fail if the worklist is FIFO (a retraction chasing itself)."""
     fifo_worklist(monkeypatch)
@@ -273,7 +271,6 @@ def test_planted_fifo_worklist_chases_a_retraction_round_the_loop(monkeypatch):
         tracker.propagate_all()
 
 
-@pure_only
 def test_propagation_work_is_proportional_to_the_change_not_the_graph(monkeypatch):
     """A count change above the frontier at the head of a 2,000-operator chain does no propagation."""
     n = 2000

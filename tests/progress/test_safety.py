@@ -14,7 +14,6 @@ from aiotimely.progress import reachability
 
 from .graphs import random_scope
 from .simulation import MUTANTS, Simulation, find_violation
-from . import pure_only
 
 
 def nested_graph(rng):
@@ -69,7 +68,6 @@ class WorkBudget(Exception):
     pass
 
 
-@pure_only
 def test_planted_fifo_worklist_is_caught(monkeypatch):
     """Processing the tracker's worklist first-in-first-out lets a retraction chase itself round a loop.
 

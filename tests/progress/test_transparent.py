@@ -23,7 +23,6 @@ from aiotimely.progress import reachability
 from .graphs import OpSpec, ScopeSpec, random_scope, random_time
 from .reference import FlatGraph
 from .test_reachability import count_heap_pops
-from . import pure_only
 
 
 def with_transparent_chains(rng: random.Random, spec: ScopeSpec) -> tuple[ScopeSpec, set[int]]:
@@ -137,7 +136,6 @@ def chain(n: int, transparent: bool):
     return b.build()
 
 
-@pure_only
 def test_a_time_advance_hops_over_a_transparent_chain_in_one_step(monkeypatch):
     tracker = Tracker(chain(1000, transparent=True))
     tracker.update(Source(1, 0), 0, 1)
@@ -167,7 +165,6 @@ def test_only_one_to_one_identity_operators_can_be_transparent():
     b.add_node(1, 1, 1, [{0: 0}], name="fine", transparent=True)
 
 
-@pure_only
 @pytest.mark.parametrize("bug", ["no-root-part", "no-partial-refresh", "first-exit-only"])
 def test_planted_bugs_are_caught(monkeypatch, bug):
     """The property test above must fail on each of these."""
