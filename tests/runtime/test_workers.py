@@ -123,7 +123,7 @@ def test_an_exchange_sends_every_record_where_its_key_routes_whatever_the_mix_of
 
     records = list(enumerate(keys))
     boxes = [Box() for _ in range(peers)]
-    pusher = ExchangePusher(lambda r: r[1], boxes, Worker(), 0)
+    pusher = ExchangePusher(lambda r: r[1], boxes, Worker(), (0, 0))
     pusher(0, list(records))
     pusher(1, list(records))          # again: now the string keys' routes are remembered
     for time in (0, 1):
