@@ -22,7 +22,7 @@ from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
-from ..progress import FrontierInterest, OperatorProgress, Target
+from ..progress import Antichain, FrontierInterest, OperatorProgress, Target
 from ..worker.logging import CapabilityEvent, Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
 from ..worker.statistics import InputStatistics, OperatorStatistics
 from .channels import endpoints
@@ -436,19 +436,25 @@ class OperatorRuntime:
         """What this operator has done so far (records taken and sent, activations, busy time), what waits at its
         inputs, and their frontiers as the scope's tracker has them now (an input port's own frontier is as of
         the operator's last activation)."""
-        progress = self.scope.progress
         inputs = []
         for port in self.inputs:
             queue = port._queue
-            frontier = (progress.frontier(Target(self.index, port.port)) if progress is not None
-                        else port.frontier)
             channel = self.channels[port.port] if port.port < len(self.channels) else None
             inputs.append(InputStatistics(port.port, channel, port.records, port.taken, len(queue),
-                                          sum(len(batch) for _, batch in queue), tuple(frontier.elements)))
+                                          sum(len(batch) for _, batch in queue),
+                                          tuple(self.current_frontier(port.port).elements)))
         return OperatorStatistics(self.scope.dataflow.name, ".".join(map(str, self.path)), self.path, self.name,
                                   self.activations, self.busy, tuple(inputs),
                                   tuple(out.records for out in self.outputs), self.done,
                                   tuple(stage.name for stage in self.chain.stages) if self.chain is not None else ())
+
+    def current_frontier(self, port: int) -> Antichain[Any]:
+        """Input ``port``'s frontier as the scope's tracker has it now (for a look from outside the operator:
+        the port's own frontier is as of the operator's last activation)."""
+        progress = self.scope.progress
+        if progress is None:
+            return self.inputs[port].frontier
+        return progress.frontier(Target(self.index, port))
 
     def blockers(self) -> list[str]:
         """What this operator holds back, in words: capabilities held, input never drained."""

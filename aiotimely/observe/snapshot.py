@@ -265,11 +265,9 @@ def _lower_envelope(scope: Scope[Any], ops: list[OperatorRuntime]) -> Antichain[
 
 def _operator(op: OperatorRuntime, sid: str, minimal: Antichain[Any]) -> OperatorView:
     inputs = []
-    progress = op.scope.progress
     for port in op.inputs:
         queue = list(port._queue)
-        # the tracker's frontier is current; the port's is as of the operator's last activation
-        frontier = progress.frontier(Target(op.index, port.port)) if progress is not None else port.frontier
+        frontier = op.current_frontier(port.port)
         inputs.append(InputView(
             port.port, sorted(frontier.elements, key=repr), len(queue), sum(len(batch) for _, batch in queue),
             sorted({t for t, _ in queue}, key=repr), op.pacts[port.port] if port.port < len(op.pacts) else "pipeline",
