@@ -53,9 +53,11 @@ def test_many_dataflows_quick_run_reports_both_interests():
 def test_latency_quick_run_delivers_every_word_for_every_idiom():
     from benchmarks import latency
 
-    results = latency.main(["--quick"])      # word_latency asserts one count per word
+    results = latency.main(["--quick"])      # word_latency and round_cost assert one count per word
     assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks", "timed"}
     assert all(r["ticks"] > 0 for r in results["chains"])
+    assert {(r["idiom"], r["words"]) for r in results["rounds"]} == {
+        (idiom, k) for idiom in ("timed", "watermarks") for k in (6, 30)}
 
 
 def test_the_suite_runner_knows_every_benchmark():
