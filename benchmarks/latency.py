@@ -51,6 +51,8 @@ from .common import command_line, save
 
 WORDS = [f"w{i}" for i in range(5000)]
 COLLAPSE_NS = 1_000_000_000
+ROUND_WORDS = (6, 30)
+"""Words per round in the closed loop (:func:`round_cost`)."""
 
 
 def percentile(values: list[int], q: float) -> int:
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"closed loop: CPU microseconds per round ({rounds} rounds of K words, each word its own time), "
           f"median of {repeats} alternating runs")
     costs: dict[tuple[str, int], float] = {}
-    for words_per_round in (6, 30):
+    for words_per_round in ROUND_WORDS:
         runs_of: dict[str, list[float]] = {"timed": [], "watermarks": []}
         for _ in range(repeats):
             for idiom in runs_of:
@@ -393,7 +395,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{length:8} {idiom:>12} {r['p50_us']:10.0f} {r['p99_us']:10.0f}")
     tokens = {r["length"]: r["p50_us"] for r in chains if r["idiom"] == "tokens"}
     summary = {"tokens chain p50 longest/shortest": tokens[max(tokens)] / tokens[min(tokens)]}
-    for k in (6, 30):   # what the open loop's p99.9 ratio comes down to once the machine's stalls are out
+    for k in ROUND_WORDS:   # what the open loop's p99.9 ratio comes down to once the machine's stalls are out
         summary[f"closed-loop round, {k} words: timed / watermarks"] = costs["timed", k] / costs["watermarks", k]
     for rate in args.rate:   # the paper's claim, with timed batches: within 2x of watermarks, never collapsed alone
         runs = {(r["quantum_bits"], r["idiom"]): r for r in words if r["rate"] == rate}
@@ -405,7 +407,7 @@ def main(argv: list[str] | None = None) -> dict:
         summary[f"{rate}/s quanta where timed collapsed and watermarks did not"] = sum(
             runs[b, "timed"]["collapsed"] and not runs[b, "watermarks"]["collapsed"] for b in args.bits)
     for name, value in summary.items():
-        print(f"{name}: {value}" if name.endswith("did not") else f"{name}: {value:.2f}x")
+        print(f"{name}: {value}" if isinstance(value, int) else f"{name}: {value:.2f}x")  # a count, or a ratio
     results = {"words": words, "chains": chains, "rounds": [{"idiom": i, "words": k, "cpu_us": v}
                                                            for (i, k), v in costs.items()], "summary": summary}
     if not args.quick:
