@@ -298,17 +298,19 @@ class OperatorRuntime:
             count += port.taken + len(port._queue) + port.changes
         return count
 
-    def _accept_frontiers(self) -> None:
+    def _accept_frontiers(self) -> int:
+        """Take the input frontier changes progress tracking pushed; return how many inputs' frontiers changed."""
         assert self.progress is not None
-        pushed = False
-        for port, changes in zip(self.inputs, self.progress.shared.frontiers, strict=True):
+        pushed = 0
+        for port, changes in zip(self.inputs, self.progress.shared.frontiers):  # (equal lengths: see install)
             if changes._diffs:
                 port._frontier_changed(changes.drain())
-                pushed = True
+                pushed += 1
         if pushed:
             log = self.worker.logging
             if log is not None:
                 log.log(PushProgressEvent(self.path))
+        return pushed
 
     def refresh_frontiers(self) -> bool:
         """From inside an activation: report what the activation did so far, as if the operator yielded here,
@@ -323,9 +325,9 @@ class OperatorRuntime:
         if not self.scope.refresh(self.index):
             return False
         self.epoch += 1
-        before = self.news()
-        self._accept_frontiers()
-        self.seen_in_refresh += self.news() - before  # the caller looks at them now: no news for the logic
+        # (each input whose frontier changed counts one in news(): the caller looks at them now, so they are
+        # no news for the logic)
+        self.seen_in_refresh += self._accept_frontiers()
         return True
 
     def consumed_elsewhere(self, port: int) -> bool:

@@ -285,7 +285,7 @@ class TimedOrder:
     same whether it shares its time with others or has one of its own.
     """
 
-    __slots__ = ("_port", "_pending", "_flat", "_held", "_le", "_total", "_sessions")
+    __slots__ = ("_port", "_pending", "_flat", "_held", "_le", "_total", "_sessions", "_unchanged")
 
     def __init__(self, port: InputPort) -> None:
         self._port = port
@@ -296,6 +296,7 @@ class TimedOrder:
         ttype = port._op.ttype
         self._le = ttype.less_equal
         self._total = ttype.totally_ordered
+        self._unchanged: bool | None = None   # the input reaches output 0 unchanged (known once built)
 
     def ready(self) -> Iterator[tuple[Any, list[Any]]]:
         """Take what arrived; then each complete record time, in order, with its records. Inside the loop,
@@ -368,13 +369,18 @@ class TimedOrder:
         first = not port._consumed._diffs  # nothing was taken from this input before, in this activation
         taken: list[Any] = []
         flat = self._flat
+        unchanged = self._unchanged
+        if unchanged is None:
+            unchanged = self._unchanged = op.passes_unchanged(port.port, 0)
         for batch_time, batch in port.batches():
             if not (held and le(held[0]._time, batch_time) if total else
                     any(le(cap._time, batch_time) for cap in held)):
                 for cap in [cap for cap in held if le(batch_time, cap._time)]:
                     held.remove(cap)
                     cap.drop()
-                held.append(CapabilityRef(op, port.port, batch_time).retain())
+                # (a batch's time is valid, and an input that reaches output 0 unchanged justifies it there)
+                held.append(Capability(op, 0, batch_time) if unchanged else
+                            CapabilityRef(op, port.port, batch_time).retain())
                 self._sessions.clear()
             taken.append(batch_time)
             if total:
