@@ -326,11 +326,13 @@ class Scope(Generic[S]):
 
     def _collect(self, sub: Subgraph, child: int) -> None:
         """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
-        sub.extract(child)
+        worker = self.worker
+        direct = worker.peers == 1 and worker.logging is None  # nobody else to tell, nobody watching batches
+        sub.collect(child, direct=direct)
         ran = self.stages_ran
         if ran:
             for stage in dict.fromkeys(ran):
-                sub.extract(stage)
+                sub.collect(stage, direct=direct)
             ran.clear()
 
     def _publish(self, sub: Subgraph) -> bool:
@@ -339,7 +341,7 @@ class Scope(Generic[S]):
         worker = self.worker
         log = worker.logging
         if worker.peers == 1 and log is None:  # nobody else to tell: no batch to make
-            return sub.loop_back()
+            return sub.loop_back() or sub.tracker.has_pending()  # (what _collect put there directly)
         batch = sub.send()
         if batch is None:
             return False

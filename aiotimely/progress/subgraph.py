@@ -17,6 +17,9 @@ One round, driven by the runtime, is::
     batch = sub.send()              # this worker's changes, to every worker (itself too)
     ...                             # later, on every worker: sub.receive(batch)
 
+With one worker there is nobody to send to: ``sub.collect(child, direct=True)`` puts a
+child's reports straight into the tracker, and ``sub.loop_back()`` stands for the batch.
+
 Entering a scope (``Refinement.to_inner``) adds an inner coordinate for an
 iterative scope and changes nothing for a region; leaving (``to_outer``) removes
 it. A parent's frontier changes reach the subgraph's inner tracker only when the
@@ -176,6 +179,13 @@ class Subgraph:
             [[loc_id[t] for t in graph.edges.get(Source(c, o), ())] for o in range(shape[1])]
             for c, shape in enumerate(graph.shape)
         ]
+        # Per child output: the target ids its edges reach inside, and the scope output ports they leave by.
+        self._edges_out = [
+            [([tid for tid in targets if graph.node_of[tid]], [self._port_of[tid] for tid in targets
+                                                             if not graph.node_of[tid]])
+             for targets in per_output]
+            for per_output in self._edge_ids
+        ]
 
         # Initial capabilities: `peers` per output of each ordinary child, common
         # knowledge, so applied here rather than exchanged.
@@ -226,6 +236,45 @@ class Subgraph:
         """Collect what ``child`` reported while it ran; return the children its output reached."""
         return self._extract_into(child, self._local if self.children[child].local else self._final)  # type: ignore[union-attr]  # children[0] is None; child >= 1
 
+    def collect(self, child: int, *, direct: bool = False) -> None:
+        """:meth:`extract`, without finding the consumers (a runtime whose pushes wake them does not need them).
+
+        ``direct=True``, with one worker, when nobody reads this worker's progress batches: the reports go
+        straight into the tracker's pending counts, where :meth:`loop_back` would have put them, without the
+        batch.
+        """
+        if not direct:
+            self._extract_into(child, self._local if self.children[child].local else self._final)  # type: ignore[union-attr]  # children[0] is None; child >= 1
+            return
+        if self.peers != 1:
+            raise ProgressError(f"scope {self.name!r}: direct reports are for one worker, there are {self.peers}")
+        shared = self.children[child].shared  # type: ignore[union-attr]  # children[0] is None; child >= 1
+        update = self.tracker.update_at
+        # (the lists pair up by construction; no strict=: a keyword argument doubles what zip costs here)
+        for tid, consumed in zip(self.graph.target_ids[child], shared.consumeds):  # noqa: B905
+            diffs = consumed._diffs
+            if diffs:
+                consumed._diffs = {}
+                for t, n in diffs.items():
+                    update(tid, t, -n)
+        for sid, internal in zip(self.graph.source_ids[child], shared.internals):  # noqa: B905
+            diffs = internal._diffs
+            if diffs:
+                internal._diffs = {}
+                for t, d in diffs.items():
+                    update(sid, t, d)
+        for (inside, leaving), produced in zip(self._edges_out[child], shared.produceds):  # noqa: B905
+            diffs = produced._diffs
+            if diffs:
+                produced._diffs = {}
+                for t, n in diffs.items():
+                    for tid in inside:
+                        update(tid, t, n)
+                if leaving:
+                    to_outer = self.refinement.to_outer
+                    for port in leaving:  # records that left the scope: produced, as far as the parent knows
+                        self.shared.produceds[port].extend((to_outer(t), n) for t, n in diffs.items())
+
     def send(self) -> ProgressBatch | None:
         """This worker's changes since the last batch, as one batch for every worker; ``None`` if none."""
         if not self._local:
@@ -262,7 +311,8 @@ class Subgraph:
 
     def has_pending(self) -> bool:
         """True if received or harvested information waits for :meth:`propagate`."""
-        return bool(self._final._diffs) or any(self._entered) or any(self.shared.frontiers)
+        return (bool(self._final._diffs) or self.tracker.has_pending() or any(self._entered)
+                or any(self.shared.frontiers))
 
     def has_unsent(self) -> bool:
         """True if this worker has changes that :meth:`send` has not yet batched."""

@@ -65,18 +65,27 @@ def scopes(sub: Subgraph):
             yield from scopes(child)
 
 
-def run_round(sub: Subgraph, send: Callable[[ProgressBatch], None], *, everything: bool = True) -> None:
+def run_round(sub: Subgraph, send: Callable[[ProgressBatch], None], *, everything: bool = True,
+              direct: bool = False) -> None:
     """One scheduling round of ``sub``: propagate, run (nested scopes recursively), extract, send.
 
-    With ``everything`` every child is visited; otherwise only those progress asked for.
+    With ``everything`` every child is visited; otherwise only those progress asked for. With ``direct``
+    (one worker) reports go straight into the trackers (``collect(c, direct=True)``) and nothing is sent:
+    what the runtime does when nobody watches progress batches.
     """
     active = sub.propagate()
     visit = range(1, len(sub.children)) if everything else active
     for c in visit:
         child = sub.children[c]
         if isinstance(child, Subgraph):
-            run_round(child, send, everything=everything)
-        sub.extract(c)
+            run_round(child, send, everything=everything, direct=direct)
+        if direct:
+            sub.collect(c, direct=True)
+        else:
+            sub.extract(c)
+    if direct:
+        sub.loop_back()  # (what direct collection cannot take: records that entered the scope)
+        return
     batch = sub.send()
     if batch is not None:
         send(batch)
@@ -92,19 +101,20 @@ def quiet(sub: Subgraph) -> bool:
     return True
 
 
-def settle(sub: Subgraph, send: Callable[[ProgressBatch], None], *, limit: int = 1000) -> int:
+def settle(sub: Subgraph, send: Callable[[ProgressBatch], None], *, limit: int = 1000,
+           direct: bool = False) -> int:
     """Run rounds until the tree is quiet; return how many it took."""
     for rounds in range(1, limit + 1):
-        run_round(sub, send)
+        run_round(sub, send, direct=direct)
         if quiet(sub):
             return rounds
     raise AssertionError(f"progress did not settle within {limit} rounds")
 
 
-def settle_alone(sub: Subgraph) -> int:
-    """Settle a single worker's tree, delivering its batches to itself."""
+def settle_alone(sub: Subgraph, *, direct: bool = False) -> int:
+    """Settle a single worker's tree, delivering its batches to itself (or, ``direct``, making none)."""
     by_path = {scope.path: scope for scope in scopes(sub)}
-    return settle(sub, lambda batch: by_path[batch.path].receive(batch))
+    return settle(sub, lambda batch: by_path[batch.path].receive(batch), direct=direct)
 
 
 class Cluster:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aiotimely.errors import ProgressError
 from aiotimely.progress import (
     INT,
     Antichain,
@@ -38,16 +40,18 @@ def assert_matches_reference(spec, root: Subgraph, counts: Counter) -> None:
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.randoms(use_true_random=False), st.integers(1, 6))
-def test_nested_scopes_match_brute_force(rng, batches):
+@given(st.randoms(use_true_random=False), st.integers(1, 6), st.booleans())
+def test_nested_scopes_match_brute_force(rng, batches, direct):
+    """Also with reports collected straight into the trackers (one worker, no batches), as the runtime does."""
     spec = random_scope(rng, depth=2, max_children=5)
     root, ops = build_tree(spec)
-    ttypes = {path: scope.ttype for path, scope in spec.walk()}
+    specs = dict(spec.walk())
+    ttypes = {path: scope.ttype for path, scope in specs.items()}
     counts: Counter = Counter()
     for (path, c), op in ops.items():  # every operator starts with a capability per output
         for o in range(op.outputs):
             counts[(path, Source(c, o), ttypes[path].minimum)] += 1
-    settle_alone(root)
+    settle_alone(root, direct=direct)
     assert_matches_reference(spec, root, counts)
     if not ops:
         return
@@ -60,13 +64,19 @@ def test_nested_scopes_match_brute_force(rng, batches):
             d = rng.choice((1, 1, -1))
             if op.outputs and (not op.inputs or rng.random() < 0.5):
                 o = rng.randrange(op.outputs)
-                op.shared.internals[o].update(t, d)
-                counts[(path, Source(c, o), t)] += d
+                targets = [target for source, target in specs[path].edges if source == Source(c, o)]
+                if targets and all(target.node for target in targets) and rng.random() < 0.3:
+                    op.shared.produceds[o].update(t, d)          # records sent, in flight at every target
+                    for target in targets:
+                        counts[(path, target, t)] += d
+                else:
+                    op.shared.internals[o].update(t, d)
+                    counts[(path, Source(c, o), t)] += d
             elif op.inputs:
                 i = rng.randrange(op.inputs)
                 op.shared.consumeds[i].update(t, -d)     # consuming n records is -n in flight
                 counts[(path, Target(c, i), t)] += d
-        settle_alone(root)
+        settle_alone(root, direct=direct)
         assert_matches_reference(spec, root, counts)
 
 
@@ -100,12 +110,13 @@ def test_a_loop_summarises_to_its_outer_effect():
     assert iterate.interest == [IF_CAPABILITY]
 
 
-def test_records_enter_circulate_and_leave_an_iterative_scope():
+@pytest.mark.parametrize("direct", [False, True], ids=["batches", "direct"])
+def test_records_enter_circulate_and_leave_an_iterative_scope(direct):
     top, inp, iterate, body, feedback = iterate_graph()
     # body and feedback give up their initial capabilities, as map-like operators do
     body.shared.internals[0].update(Product(0, 0), -1)
     feedback.shared.internals[0].update(Product(0, 0), -1)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert top.frontier(Target(3, 0)) == Antichain([0])          # the input still holds 0
     assert iterate.frontier(Target(1, 0)) == Antichain([Product(0, 0)])
 
@@ -113,7 +124,7 @@ def test_records_enter_circulate_and_leave_an_iterative_scope():
     inp.shared.produceds[0].update(5, 1)
     inp.shared.internals[0].extend([(6, 1), (0, -1)])
     iterate.entered(0, Product(5, 0), 1)             # the Enter side, on arrival
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert iterate.frontier(Target(1, 0)) == Antichain([Product(5, 0)])
     assert iterate.frontier(Target(1, 1)) == Antichain([Product(5, 1)])
     assert top.frontier(Target(3, 0)) == Antichain([5])          # the record could leave at 5
@@ -122,31 +133,33 @@ def test_records_enter_circulate_and_leave_an_iterative_scope():
     # The body consumes it at (5, 0) and sends it round: one record at (5, 0) to feedback.
     body.shared.consumeds[0].update(Product(5, 0), 1)
     body.shared.produceds[0].update(Product(5, 0), 1)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert iterate.frontier(Target(1, 1)) == Antichain([Product(5, 1)])
     # feedback turns it into (5, 1) at the body's second input
     feedback.shared.consumeds[0].update(Product(5, 0), 1)
     feedback.shared.produceds[0].update(Product(5, 1), 1)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     # the body may send (5, 1) on to the feedback; a new input record could bring (6, 0)
     assert iterate.frontier(Target(2, 0)) == Antichain([Product(5, 1), Product(6, 0)])
     assert top.frontier(Target(3, 0)) == Antichain([5])          # (5, 0) also left the loop
     # the body consumes it and sends it on again: it leaves too, and goes round once more
     body.shared.consumeds[1].update(Product(5, 1), 1)
     body.shared.produceds[0].update(Product(5, 1), 1)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert top.frontier(Target(3, 0)) == Antichain([5])
     # the feedback drops what it got (as a bounded loop would); the sink consumes both outputs
     feedback.shared.consumeds[0].update(Product(5, 1), 1)
     top.children[3].shared.consumeds[0].update(5, 2)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert top.frontier(Target(3, 0)) == Antichain([6])
     assert iterate.tracking_anything()                          # the input may still send at 6
     # the input closes: everything completes
     inp.shared.internals[0].update(6, -1)
-    settle_alone(top)
+    settle_alone(top, direct=direct)
     assert not top.tracking_anything() and not iterate.tracking_anything()
     assert all(not scope.frontier(loc) for scope in scopes(top) for loc in scope.graph.locations)
+    # every count came back to zero (a record that left the loop uncounted would be -1 at the sink)
+    assert all(not scope.tracker.pointstamps(loc).updates() for scope in scopes(top) for loc in scope.graph.locations)
 
 
 def test_initial_capabilities_are_one_per_worker():
@@ -165,6 +178,34 @@ def test_initial_capabilities_are_one_per_worker():
     for top, *_ in built:
         assert top.frontier(Target(2, 0)) == Antichain()       # every worker released the input
         assert top.frontier(Target(3, 0)) == Antichain([0])    # the loop's operators still hold 0
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["batches", "direct"])
+def test_records_sent_to_two_consumers_hold_both(direct):
+    builder = SubgraphBuilder(Refinement.region(INT), name="fan-out")
+    source = OperatorProgress("source", 0, 1)
+    left, right = OperatorProgress("left", 1, 0), OperatorProgress("right", 1, 0)
+    for op in (source, left, right):
+        builder.add_child(op)
+    builder.add_edge(Source(1, 0), Target(2, 0))
+    builder.add_edge(Source(1, 0), Target(3, 0))
+    top = builder.build()
+    source.shared.produceds[0].update(5, 2)                 # two records at 5, to both consumers
+    source.shared.internals[0].extend([(0, -1)])            # and the source is done
+    settle_alone(top, direct=direct)
+    assert top.frontier(Target(2, 0)) == top.frontier(Target(3, 0)) == Antichain([5])
+    left.shared.consumeds[0].update(5, 2)
+    settle_alone(top, direct=direct)
+    assert top.frontier(Target(2, 0)) == Antichain() and top.frontier(Target(3, 0)) == Antichain([5])
+    right.shared.consumeds[0].update(5, 2)
+    settle_alone(top, direct=direct)
+    assert not top.tracking_anything()
+
+
+def test_direct_reports_are_for_one_worker():
+    top = iterate_graph(peers=2)[0]
+    with pytest.raises(ProgressError, match="direct reports are for one worker, there are 2"):
+        top.collect(1, direct=True)
 
 
 def region_graph(n_filters: int, inner_interest: FrontierInterest):
