@@ -179,13 +179,19 @@ class Subgraph:
             [[loc_id[t] for t in graph.edges.get(Source(c, o), ())] for o in range(shape[1])]
             for c, shape in enumerate(graph.shape)
         ]
-        # Per child output: the target ids its edges reach inside, and the scope output ports they leave by.
-        self._edges_out = [
-            [([tid for tid in targets if graph.node_of[tid]], [self._port_of[tid] for tid in targets
-                                                             if not graph.node_of[tid]])
-             for targets in per_output]
-            for per_output in self._edge_ids
-        ]
+        # Per child, where each of its reports counts, for direct collection: a change batch, the sign its
+        # counts take, the locations they count at, and the scope outputs (ports) that records leave by.
+        self._reporters: list[list[tuple[ChangeBatch[Any], int, list[int], list[int]]]] = [[]]
+        for c, child in enumerate(children, 1):
+            shared = child.shared
+            reporters = [(batch, -1, [tid], []) for tid, batch in zip(graph.target_ids[c], shared.consumeds,
+                                                                      strict=True)]
+            reporters.extend((batch, 1, [sid], []) for sid, batch in zip(graph.source_ids[c], shared.internals,
+                                                                         strict=True))
+            for targets, batch in zip(self._edge_ids[c], shared.produceds, strict=True):
+                reporters.append((batch, 1, [tid for tid in targets if graph.node_of[tid]],
+                                  [self._port_of[tid] for tid in targets if not graph.node_of[tid]]))
+            self._reporters.append(reporters)
 
         # Initial capabilities: `peers` per output of each ordinary child, common
         # knowledge, so applied here rather than exchanged.
@@ -248,28 +254,15 @@ class Subgraph:
             return
         if self.peers != 1:
             raise ProgressError(f"scope {self.name!r}: direct reports are for one worker, there are {self.peers}")
-        shared = self.children[child].shared  # type: ignore[union-attr]  # children[0] is None; child >= 1
         update = self.tracker.update_at
-        # (the lists pair up by construction; no strict=: a keyword argument doubles what zip costs here)
-        for tid, consumed in zip(self.graph.target_ids[child], shared.consumeds):  # noqa: B905
-            diffs = consumed._diffs
+        for batch, sign, locations, leaving in self._reporters[child]:
+            diffs = batch._diffs
             if diffs:
-                consumed._diffs = {}
+                batch._diffs = {}
                 for t, n in diffs.items():
-                    update(tid, t, -n)
-        for sid, internal in zip(self.graph.source_ids[child], shared.internals):  # noqa: B905
-            diffs = internal._diffs
-            if diffs:
-                internal._diffs = {}
-                for t, d in diffs.items():
-                    update(sid, t, d)
-        for (inside, leaving), produced in zip(self._edges_out[child], shared.produceds):  # noqa: B905
-            diffs = produced._diffs
-            if diffs:
-                produced._diffs = {}
-                for t, n in diffs.items():
-                    for tid in inside:
-                        update(tid, t, n)
+                    n *= sign
+                    for loc in locations:
+                        update(loc, t, n)
                 if leaving:
                     to_outer = self.refinement.to_outer
                     for port in leaving:  # records that left the scope: produced, as far as the parent knows
