@@ -41,6 +41,7 @@ from .timestamp import Refinement
 
 __all__ = ["SubgraphBuilder", "Subgraph"]
 
+_Reporter = tuple[ChangeBatch[Any], int, list[int], list[int]]
 _ALWAYS = FrontierInterest.ALWAYS
 _IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
 
@@ -181,13 +182,14 @@ class Subgraph:
         ]
         # Per child, where each of its reports counts, for direct collection: a change batch, the sign its
         # counts take, the locations they count at, and the scope outputs (ports) that records leave by.
-        self._reporters: list[list[tuple[ChangeBatch[Any], int, list[int], list[int]]]] = [[]]
+        self._reporters: list[list[_Reporter]] = [[]]
         for c, child in enumerate(children, 1):
             shared = child.shared
-            reporters = [(batch, -1, [tid], []) for tid, batch in zip(graph.target_ids[c], shared.consumeds,
-                                                                      strict=True)]
-            reporters.extend((batch, 1, [sid], []) for sid, batch in zip(graph.source_ids[c], shared.internals,
-                                                                         strict=True))
+            reporters: list[_Reporter] = []
+            for tid, batch in zip(graph.target_ids[c], shared.consumeds, strict=True):
+                reporters.append((batch, -1, [tid], []))
+            for sid, batch in zip(graph.source_ids[c], shared.internals, strict=True):
+                reporters.append((batch, 1, [sid], []))
             for targets, batch in zip(self._edge_ids[c], shared.produceds, strict=True):
                 reporters.append((batch, 1, [tid for tid in targets if graph.node_of[tid]],
                                   [self._port_of[tid] for tid in targets if not graph.node_of[tid]]))
