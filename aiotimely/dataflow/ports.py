@@ -633,9 +633,13 @@ class Session:
     def give_at(self, time: Any, record: Any) -> None:
         """Send ``record`` as a timed record, ``(time, record)``: it carries its own time, not earlier than the
         session's (a timed stream: read it with :meth:`InputPort.timed_order`)."""
-        if not self._port.op.ttype.less_equal(self._time, time):
+        port = self._port
+        if not port.op.ttype.less_equal(self._time, time):
             raise self._too_early(time)
-        self.give((time, record))
+        buffer = port._buffer if port._owner is self else self._buffer()   # (give, inline: once per record)
+        buffer.append((time, record))
+        if len(buffer) >= BATCH_SIZE:
+            port.flush()
 
     def give_many_at(self, time: Any, records: Any) -> None:
         """Send every record of an iterable as a timed record at ``time``."""

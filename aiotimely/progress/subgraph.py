@@ -237,7 +237,8 @@ class Subgraph:
         """
         self._accept_frontier()
         self._harvest_inputs()
-        self._propagate_pointstamps()
+        if self._final._diffs or self.tracker.has_pending():  # (otherwise nothing can move)
+            self._propagate_pointstamps()
         return self.take_activations()
 
     def extract(self, child: int) -> list[int]:
@@ -394,19 +395,22 @@ class Subgraph:
             children = self.children
             activate = self._activate
             node_of, is_target, port_of = graph.node_of, graph.is_target, self._port_of
-            touched: set[int] = set()
+            cap_counts = tracker.cap_counts
+            touched: set[int] = set()   # children that may have nothing left (no capability) and be done
             for (lid, t), d in pushed.items():
                 node = node_of[lid]
                 if node == 0:
                     continue
-                touched.add(node)
                 if is_target[lid]:
                     child: Operate = children[node]  # type: ignore[assignment]  # children[0] is None; node >= 1
                     port = port_of[lid]
                     child.shared.frontiers[port].update(t, d)
                     interest = child.interest[port]
-                    if interest is _ALWAYS or (interest is _IF_CAPABILITY and tracker.cap_counts[node] > 0):
+                    if interest is _ALWAYS or (interest is _IF_CAPABILITY and cap_counts[node] > 0):
                         activate.add(node)
+                        continue
+                if not cap_counts[node]:
+                    touched.add(node)
             for node in touched:
                 if node not in activate and tracker.node_idle(node):
                     activate.add(node)

@@ -25,6 +25,7 @@ whose functions are specialised for that type.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
@@ -203,10 +204,6 @@ class TimestampType(Generic[T, S]):
         return self.name
 
 
-def _int_le(a: int, b: int) -> bool:
-    return a <= b
-
-
 def _int_results_in(s: int, t: int) -> int | None:
     t = t + s
     return t if t <= INT_MAX else None
@@ -219,10 +216,10 @@ class IntType(TimestampType[int, int]):
     minimum = 0
     identity = 0
     totally_ordered = True
-    less_equal = staticmethod(_int_le)
+    less_equal = staticmethod(operator.le)   # (the C function: a third of what a Python one costs a call)
     results_in = staticmethod(_int_results_in)
     followed_by = staticmethod(_int_results_in)
-    summary_less_equal = staticmethod(_int_le)
+    summary_less_equal = staticmethod(operator.le)
 
     def check_time(self, time: Any) -> None:
         if type(time) is not int:
