@@ -341,7 +341,10 @@ class Scope(Generic[S]):
         worker = self.worker
         log = worker.logging
         if worker.peers == 1 and log is None:  # nobody else to tell: no batch to make
-            return sub.loop_back() or sub.tracker.has_pending()  # (what _collect put there directly)
+            sub.loop_back()
+            # (what _collect put straight into the tracker, too; what only moves fused operators' frontiers
+            # waits for the next propagation: see _run_pass)
+            return sub.must_propagate()
         batch = sub.send()
         if batch is None:
             return False
@@ -352,8 +355,19 @@ class Scope(Generic[S]):
         return True
 
     def _run_pass(self, sub: Subgraph, pending: set[int]) -> None:
-        """Propagate, then run the children that need it in ascending order (and those they feed)."""
-        active = sub.propagate()
+        """Propagate, then run the children that need it in ascending order (and those they feed).
+
+        With one worker, when children are about to run anyway and what waits can only move the frontiers
+        of fused operators (which never look at them), the propagation waits for one the children ask for
+        (``refresh``) or the next pass: a round of a busy dataflow then propagates once, not twice. With
+        nothing else to run it propagates, so nothing waits for long (``schedule`` activates the scope
+        again while anything waits).
+        """
+        worker = self.worker
+        if pending and worker.peers == 1 and worker.logging is None and not sub.must_propagate():
+            active = sub.take_activations()
+        else:
+            active = sub.propagate()
         if pending:
             pending.update(active)
             heap = sorted(pending)
@@ -362,7 +376,6 @@ class Scope(Generic[S]):
             heap = active
         children = self.children
         incomplete = self._incomplete
-        worker = self.worker
         log = worker.logging
         later: set[int] = set()
         last = 0

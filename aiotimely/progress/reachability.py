@@ -652,6 +652,10 @@ class Tracker:
         """True if count changes wait for :meth:`propagate_all`."""
         return bool(self._pending)
 
+    def pending_locations(self) -> Iterable[int]:
+        """The ids of the locations whose count changes wait for :meth:`propagate_all`."""
+        return self._pending.keys()
+
     def tracking_anything(self) -> bool:
         """True while any pointstamp is positive or any change waits for propagation."""
         return bool(self._pending) or self.total_counts > 0

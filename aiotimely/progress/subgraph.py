@@ -172,6 +172,7 @@ class Subgraph:
             for _ in range(self.outputs)
         ]
         self._activate: set[int] = set()
+        self._watched = self._watched_locations(graph, children)
         self.on_pointstamps: Callable[[], None] | None = None
         """Called after pointstamps changed (a capability or a record in flight, anywhere in the scope)."""
         loc_id = graph.loc_id
@@ -310,6 +311,24 @@ class Subgraph:
         return (bool(self._final._diffs) or self.tracker.has_pending() or any(self._entered)
                 or any(self.shared.frontiers))
 
+    def must_propagate(self) -> bool:
+        """True if what waits for :meth:`propagate` could move a frontier that a child sees or the parent sees;
+        False if it can only move frontiers of transparent children (fused into their producers, which never
+        look at them), which may wait for a later propagation: frontiers that lag are never wrong, only late.
+        """
+        if self._final._diffs or any(self._entered) or any(self.shared.frontiers):
+            return True
+        tracker = self.tracker
+        if not tracker.has_pending():
+            return False
+        if self.on_pointstamps is not None:
+            return True
+        watched = self._watched
+        for loc in tracker.pending_locations():
+            if watched[loc]:
+                return True
+        return False
+
     def has_unsent(self) -> bool:
         """True if this worker has changes that :meth:`send` has not yet batched."""
         return bool(self._local)
@@ -319,6 +338,29 @@ class Subgraph:
         return self.tracker.tracking_anything() or bool(self._final._diffs) or bool(self._local._diffs)
 
     # -- internals --------------------------------------------------------------------
+
+    @staticmethod
+    def _watched_locations(graph: Graph, children: Sequence[Operate]) -> list[bool]:
+        """Per location id: whether a change there can reach an input of a child that is not transparent (it
+        may look at its frontiers whenever it runs) or a scope output (the parent's)."""
+        watched = [False] * len(graph.locations)
+        for c, child in enumerate(children, 1):
+            if not child.transparent:
+                for tid in graph.target_ids[c]:
+                    watched[tid] = True
+        for tid in graph.target_ids[0]:
+            watched[tid] = True
+        upstream: list[list[int]] = [[] for _ in graph.locations]
+        for loc, hops in enumerate(graph.hops):
+            for hop in hops:
+                upstream[hop[0] if graph.is_target[loc] else hop].append(loc)
+        stack = [loc for loc, w in enumerate(watched) if w]
+        while stack:
+            for loc in upstream[stack.pop()]:
+                if not watched[loc]:
+                    watched[loc] = True
+                    stack.append(loc)
+        return watched
 
     def _accept_frontier(self) -> None:
         to_inner = self.refinement.to_inner

@@ -17,7 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiotimely.errors import GraphError
-from aiotimely.progress import Antichain, GraphBuilder, Source, Target, Tracker
+from aiotimely.progress import (
+    Antichain,
+    FrontierInterest,
+    GraphBuilder,
+    OperatorProgress,
+    Refinement,
+    Source,
+    SubgraphBuilder,
+    Target,
+    Tracker,
+)
 from aiotimely.progress import reachability
 
 from .graphs import OpSpec, ScopeSpec, random_scope, random_time
@@ -183,3 +193,47 @@ def test_planted_bugs_are_caught(monkeypatch, bug):
         monkeypatch.setattr(reachability.Graph, "_exits", lambda self, source: real_exits(self, source)[:1])
     with pytest.raises(AssertionError):
         test_frontiers_over_transparent_operators_match_brute_force()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(1, 8))
+def test_only_what_moves_transparent_frontiers_may_wait(rng, rounds):
+    """``Subgraph.must_propagate()`` is False only if propagating would push no frontier change to a child
+    that is not transparent, and none to the parent: what waits moves fused operators' frontiers only (and
+    may find a child with nothing left, to shut down, later)."""
+    spec, transparent = random_graph(rng)
+    builder = SubgraphBuilder(Refinement.region(spec.ttype), inputs=spec.inputs, outputs=spec.outputs,
+                              name=spec.name)
+    ops = []
+    for c, child in enumerate(spec.children, 1):
+        assert isinstance(child, OpSpec)
+        op = OperatorProgress(child.name, child.inputs, child.outputs, connectivity=child.connectivity,
+                              interest=FrontierInterest.NEVER)
+        op.transparent = c in transparent
+        ops.append(op)
+        builder.add_child(op)
+    for source, target in spec.edges:
+        builder.add_edge(source, target)
+    sub = builder.build()
+    counts: Counter = Counter({(Source(c, o), spec.ttype.minimum): 1
+                               for c, op in enumerate(ops, 1) for o in range(op.outputs)})
+
+    def seen_outside_fused() -> list[str]:
+        seen = [f"frontier of {op.name}" for op in ops if not op.transparent and any(op.shared.frontiers)]
+        parent = sub.shared
+        if any(parent.internals) or any(parent.produceds) or any(parent.consumeds):
+            seen.append("the parent's counts")
+        for batch in [*parent.internals, *parent.produceds, *parent.consumeds,
+                      *(b for op in ops for b in op.shared.frontiers)]:
+            batch.drain()
+        return seen
+
+    seen_outside_fused()
+    for round in range(rounds):
+        random_changes(rng, sub.tracker, counts, spec.ttype, first=round == 0)
+        must = sub.must_propagate()
+        active = sub.propagate()
+        seen = seen_outside_fused()
+        if not must:
+            assert not seen, f"must_propagate() was False, but propagating changed the {seen}"
+            assert all(ops[c - 1].transparent or sub.tracker.node_idle(c) for c in active), active

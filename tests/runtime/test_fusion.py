@@ -155,3 +155,36 @@ def test_a_chain_of_thousands_of_fused_maps_runs(monkeypatch):
         return out
 
     assert at.execute(build, loop="asyncio") == [[3000, 3001, 3002]]
+
+
+def test_a_fused_stages_frontier_catches_up_once_nothing_else_runs(monkeypatch):
+    """With one worker, what moves only fused stages' frontiers waits while other operators run (it is merged
+    into a later propagation); once there is nothing else to run it is propagated, within a round or two."""
+    monkeypatch.setenv("AIOTIMELY_FUSE", "1")
+
+    async def build(worker):
+        inp = at.InputHandle()
+        scopes = []
+
+        def make(scope):
+            scopes.append(scope)
+            inp.to_stream(scope).map(lambda x: x + 1).inspect(lambda x: None)
+
+        worker.dataflow(make)
+        tail = next(op for op in scopes[0].operators() if op.name == "Map")
+        assert tail.progress.transparent                      # fused into the input's pushes
+        lags = []
+        for t in range(1, 6):
+            inp.send(t)
+            inp.advance_to(t)
+            rounds = worker.statistics().rounds
+            await asyncio.wait_for(worker.step_while(lambda t=t: tail.current_frontier(0).less_than(t)),
+                                   timeout=TIMEOUT)
+            lags.append(worker.statistics().rounds - rounds)
+        inp.close()
+        await worker.step_until_done()
+        assert tail.current_frontier(0) == at.Antichain()
+        return lags
+
+    [lags] = at.execute(build, loop="asyncio")
+    assert all(1 <= lag <= 2 for lag in lags), lags
