@@ -282,9 +282,11 @@ class Scope(Generic[S]):
         assert sub is not None
         self._receive(sub)
         pending = self._pending
+        alone = self._alone()
         for _ in range(2):
-            self._run_pass(sub, pending)
-            if not self._publish(sub):
+            self._run_pass(sub, pending, alone)
+            # (alone, what only moves fused operators' frontiers waits for the next propagation: see _run_pass)
+            if not self._publish(sub, alone) or (alone and not sub.must_propagate()):
                 break
         if pending or sub.has_pending():
             self._activate()
@@ -314,9 +316,10 @@ class Scope(Generic[S]):
             return False
         sub = self.progress
         assert sub is not None
-        self._collect(sub, child)
+        alone = self._alone()
+        self._collect(sub, child, alone)
         self._receive(sub)
-        if not self._publish(sub) and not sub.has_pending():
+        if not self._publish(sub, alone) and not sub.has_pending():
             return False
         pending = self._pending
         for other in sub.propagate():
@@ -324,27 +327,28 @@ class Scope(Generic[S]):
                 pending.add(other)
         return True
 
-    def _collect(self, sub: Subgraph, child: int) -> None:
-        """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
+    def _alone(self) -> bool:
+        """One worker, and nobody reading its progress batches: counts go straight into the tracker (no batch
+        is made), and what only moves fused operators' frontiers may wait (see :meth:`_run_pass`)."""
         worker = self.worker
-        direct = worker.peers == 1 and worker.logging is None  # nobody else to tell, nobody watching batches
-        sub.collect(child, direct=direct)
+        return worker.peers == 1 and worker.logging is None
+
+    def _collect(self, sub: Subgraph, child: int, alone: bool) -> None:
+        """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
+        sub.collect(child, direct=alone)
         ran = self.stages_ran
         if ran:
             for stage in dict.fromkeys(ran):
-                sub.collect(stage, direct=direct)
+                sub.collect(stage, direct=alone)
             ran.clear()
 
-    def _publish(self, sub: Subgraph) -> bool:
+    def _publish(self, sub: Subgraph, alone: bool) -> bool:
         """Send what this worker's children did since the last batch, as one batch, to every other worker, and
-        apply it here at once; ``False`` if they did nothing."""
+        apply it here at once; ``False`` if they did nothing (alone: if nothing waits to be propagated)."""
+        if alone:  # nobody else to tell: no batch to make
+            return sub.loop_back() or sub.tracker.has_pending()  # (what _collect put straight there, too)
         worker = self.worker
         log = worker.logging
-        if worker.peers == 1 and log is None:  # nobody else to tell: no batch to make
-            sub.loop_back()
-            # (what _collect put straight into the tracker, too; what only moves fused operators' frontiers
-            # waits for the next propagation: see _run_pass)
-            return sub.must_propagate()
         batch = sub.send()
         if batch is None:
             return False
@@ -354,7 +358,7 @@ class Scope(Generic[S]):
         sub.receive(batch)
         return True
 
-    def _run_pass(self, sub: Subgraph, pending: set[int]) -> None:
+    def _run_pass(self, sub: Subgraph, pending: set[int], alone: bool) -> None:
         """Propagate, then run the children that need it in ascending order (and those they feed).
 
         With one worker, when children are about to run anyway and what waits can only move the frontiers
@@ -364,7 +368,7 @@ class Scope(Generic[S]):
         again while anything waits).
         """
         worker = self.worker
-        if pending and worker.peers == 1 and worker.logging is None and not sub.must_propagate():
+        if pending and alone and not sub.must_propagate():
             active = sub.take_activations()
         else:
             active = sub.propagate()
@@ -400,7 +404,7 @@ class Scope(Generic[S]):
                 incomplete.discard(c)
             if log is not None:
                 log.log(ScheduleEvent(children[c].path, StartStop.STOP))
-            self._collect(sub, c)
+            self._collect(sub, c, alone)
             if pending:
                 for other in pending:
                     if other > c:

@@ -236,8 +236,9 @@ class Subgraph:
         changed and their frontier interest asks to be woken, or when they have
         nothing left (no capabilities, empty input frontiers) and may shut down.
         """
-        self._accept_frontier()
-        self._harvest_inputs()
+        if self.inputs:
+            self._accept_frontier()
+            self._harvest_inputs()
         if self._final._diffs or self.tracker.has_pending():  # (otherwise nothing can move)
             self._propagate_pointstamps()
         return self.take_activations()
