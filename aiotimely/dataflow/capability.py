@@ -84,23 +84,27 @@ class Capability:
 
     def downgrade(self, time: Any) -> None:
         """Move this capability to the later ``time``."""
-        self._check_live("downgrade")
+        op = self._op
+        if not self._live or op.done:
+            self._check_live("downgrade")
         self._check_later(time, "downgrade")
         if time != self._time:
-            op = self._op
-            op.outputs[self._output].retire(self)
-            op._capability_changed(self._output, time, 1)
-            op._capability_changed(self._output, self._time, -1)
+            output = self._output
+            op.outputs[output].retire(self)
+            op._capability_changed(output, time, 1)
+            op._capability_changed(output, self._time, -1)
             self._time = time
             if op.participant is not None:
                 op.downgraded(time)
 
     def drop(self) -> None:
         """Give the capability up: the operator no longer holds back its time."""
-        self._check_live("drop")
-        self._op.outputs[self._output].retire(self)
+        op = self._op
+        if not self._live or op.done:
+            self._check_live("drop")
+        op.outputs[self._output].retire(self)
         self._live = False
-        self._op._capability_changed(self._output, self._time, -1)
+        op._capability_changed(self._output, self._time, -1)
 
     @property
     def dropped(self) -> bool:

@@ -433,7 +433,7 @@ class TimedOrder:
         op = self._port._op
         frontier = self._port._frontier._frontier
         if frontier:
-            if self._total:
+            if self._total and op.participant is not None:
                 op.cut(frontier[0])
         elif not self._flat and not self._pending and op.participant is not None:
             op.participant.finish()
