@@ -334,7 +334,10 @@ class OperatorRuntime:
     def consumed_elsewhere(self, port: int) -> bool:
         """True if this activation took anything so far from an input other than ``port``."""
         assert self.progress is not None
-        return any(consumed._diffs for i, consumed in enumerate(self.progress.shared.consumeds) if i != port)
+        consumeds = self.progress.shared.consumeds
+        if len(consumeds) == 1:
+            return False
+        return any(consumed._diffs for i, consumed in enumerate(consumeds) if i != port)
 
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""
