@@ -190,7 +190,7 @@ def count_watermarks(words: at.Stream, bits: int) -> at.Stream:
 
 
 def count_timed(words: at.Stream) -> at.Stream:
-    @words.unary_frontier(name="CountTimed")
+    @words.unary_frontier(name="CountTimed", interest=at.FrontierInterest.IF_CAPABILITY)  # woken while records wait
     async def count(input, output, cap):
         cap.drop()
         seen: set = set()

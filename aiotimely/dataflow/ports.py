@@ -197,6 +197,9 @@ class InputPort:
             async for _ in input.activations():
                 for time, records in order.ready():
                     order.session(output).give_many_at(time, ...)   # timed output, at the record's time
+
+        It holds a capability exactly while records wait: declare the operator with
+        ``interest=FrontierInterest.IF_CAPABILITY``, and frontier changes wake it only then.
         """
         return TimedOrder(self)
 
