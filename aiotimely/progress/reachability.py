@@ -506,6 +506,7 @@ class Tracker:
         hops = graph.steps
         root = graph.root
         lazy_roots = self._lazy_roots
+        root_empty = self._root_empty
         touched: list[int] = []
         results_in = graph.ttype.results_in
         identity = graph.ttype.identity
@@ -546,7 +547,8 @@ class Tracker:
                 continue
             if root[loc] == -1:
                 _net_into(pushed, loc, changes)
-                if loc in lazy_roots:
+                # (a root's transparent operators are reported when its emptiness changes from what they saw)
+                if loc in lazy_roots and root_empty.get(loc, True) != (not implied._frontier):
                     touched.append(loc)
             else:
                 touched.append(loc)

@@ -308,7 +308,7 @@ class Subgraph:
         return self.tracker.frontier(target)
 
     def has_pending(self) -> bool:
-        """True if received or harvested information waits for :meth:`propagate`."""
+        """True if received, harvested or directly collected information waits for :meth:`propagate`."""
         return (bool(self._final._diffs) or self.tracker.has_pending() or any(self._entered)
                 or any(self.shared.frontiers))
 
