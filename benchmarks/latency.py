@@ -38,9 +38,15 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from sortedcontainers import SortedDict
@@ -252,22 +258,23 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def round_cost(idiom: str, rounds: int, words: int) -> float:
     """Closed loop: CPU microseconds per round of ``words`` words, each word with its own time (a quantum of
     1 ns), for the ``timed`` or ``watermarks`` idiom: what a round costs without the open loop's waiting, and
-    without the machine's stalls deciding the figure (CPU time, not wall time)."""
+    without the machine's stalls deciding the figure (CPU time, not wall time). With no words, a round where
+    time only moves on (the capability, or a watermark record)."""
     delivered = [0]
 
     async def generate(output, cap):
         sent = 0
-        for _ in range(rounds):
+        for r in range(1, rounds + 1):
             if idiom == "timed":
                 output.session(cap).give_timed([(sent + i, (WORDS[(sent + i) % 5000], sent + i))
                                                 for i in range(words)])
                 sent += words
-                cap.downgrade(sent)
+                cap.downgrade(max(sent, r))
             else:
                 session = output.session(cap)
                 session.give_many([(WORDS[(sent + i) % 5000], sent + i) for i in range(words)])
                 sent += words
-                session.give(("", sent - 1))
+                session.give(("", max(sent, r) - 1))
             await asyncio.sleep(0)
         if idiom == "watermarks":
             output.session(cap).give(("", 1 << 62))
@@ -286,6 +293,27 @@ def round_cost(idiom: str, rounds: int, words: int) -> float:
     elapsed = time.process_time() - start
     assert delivered[0] == rounds * words, (idiom, delivered[0])
     return elapsed / rounds * 1e6
+
+
+def round_instructions(idiom: str, words: int, rounds: tuple[int, int] = (500, 1500)) -> float | None:
+    """Instructions per closed-loop round (:func:`round_cost`), counted by valgrind's cachegrind: a count,
+    which the machine's noise does not move (it repeats to the last digit), as the difference between two run
+    lengths divided by the rounds between them. ``None`` without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    root = Path(__file__).resolve().parent.parent
+    counts = []
+    for n in rounds:
+        code = f"from benchmarks.latency import round_cost; round_cost({idiom!r}, {n}, {words})"
+        done = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                               sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(root)})
+        found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if found is None:
+            raise RuntimeError(f"no instruction count in valgrind's output: {done.stderr[-500:]}")
+        counts.append(int(found.group(1).replace(",", "")))
+    return (counts[1] - counts[0]) / (rounds[1] - rounds[0])
 
 
 # -- section 7.3 ------------------------------------------------------------------------
@@ -340,6 +368,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="runs of timed and watermarks per (rate, quantum), interleaved; the p99.9 compared is "
                              "the median over the runs (one run's p99.9 is often a single stall of the machine), "
                              "and the summary compares each idiom's lowest p99.9 too (its least disturbed run)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of a closed-loop round (idle, and of K words) in each "
+                             "idiom with valgrind's cachegrind, where the machine's noise does not reach")
     parser.add_argument("--same-process", action="store_true",
                         help="run every measurement in this process (by default each word-count run has a fresh "
                              "process, so that no run pays for the garbage an earlier one left: a collapsed run "
@@ -386,6 +417,20 @@ def main(argv: list[str] | None = None) -> dict:
                   f"(min {min(values):.1f})")
     if fresh is not None:
         fresh.shutdown()
+    instructions: dict[tuple[str, int], float] = {}
+    if args.instructions:
+        print("closed loop: instructions per round (valgrind cachegrind; K=0: time moves on, no words)")
+        for words_per_round in (0, *ROUND_WORDS):
+            for idiom in ("timed", "watermarks"):
+                count = round_instructions(idiom, words_per_round)
+                if count is None:
+                    print("  valgrind is not installed: no instruction counts")
+                    break
+                instructions[idiom, words_per_round] = count
+                print(f"{'K=' + str(words_per_round):>8} {idiom:>12} {count / 1000:10.1f}k")
+            else:
+                continue
+            break
     print("section 7.3: time advancing through idle no-op operators; latency in microseconds")
     print(f"{'length':>8} {'idiom':>12} {'p50':>10} {'p99':>10}")
     for length in args.lengths:
@@ -397,6 +442,10 @@ def main(argv: list[str] | None = None) -> dict:
     summary = {"tokens chain p50 longest/shortest": tokens[max(tokens)] / tokens[min(tokens)]}
     for k in ROUND_WORDS:   # what the open loop's p99.9 ratio comes down to once the machine's stalls are out
         summary[f"closed-loop round, {k} words: timed / watermarks"] = costs["timed", k] / costs["watermarks", k]
+    for k in (0, *ROUND_WORDS):
+        if ("timed", k) in instructions and ("watermarks", k) in instructions:
+            summary[f"closed-loop round, {k} words, instructions: timed / watermarks"] = (
+                instructions["timed", k] / instructions["watermarks", k])
     for rate in args.rate:   # the paper's claim, with timed batches: within 2x of watermarks, never collapsed alone
         runs = {(r["quantum_bits"], r["idiom"]): r for r in words if r["rate"] == rate}
         summary[f"{rate}/s timed p99.9 / watermarks p99.9, worst quantum"] = max(
@@ -409,7 +458,9 @@ def main(argv: list[str] | None = None) -> dict:
     for name, value in summary.items():
         print(f"{name}: {value}" if isinstance(value, int) else f"{name}: {value:.2f}x")  # a count, or a ratio
     results = {"words": words, "chains": chains, "rounds": [{"idiom": i, "words": k, "cpu_us": v}
-                                                           for (i, k), v in costs.items()], "summary": summary}
+                                                           for (i, k), v in costs.items()],
+               "instructions": [{"idiom": i, "words": k, "per_round": v} for (i, k), v in instructions.items()],
+               "summary": summary}
     if not args.quick:
         print(f"wrote {save('latency', results)}")
     return results

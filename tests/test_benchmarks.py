@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from benchmarks import tracker
@@ -58,6 +60,30 @@ def test_latency_quick_run_delivers_every_word_for_every_idiom():
     assert all(r["ticks"] > 0 for r in results["chains"])
     assert {(r["idiom"], r["words"]) for r in results["rounds"]} == {
         (idiom, k) for idiom in ("timed", "watermarks") for k in (6, 30)}
+
+
+def test_an_idle_round_moves_time_on_in_both_idioms():
+    from benchmarks import latency
+
+    for idiom in ("timed", "watermarks"):   # no words: round_cost asserts none is delivered, and it completes
+        assert latency.round_cost(idiom, 50, 0) > 0
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="counting instructions needs valgrind")
+def test_instructions_per_round_are_counted_with_valgrind():
+    from benchmarks import latency
+
+    idle = latency.round_instructions("watermarks", 0, rounds=(20, 60))
+    busy = latency.round_instructions("watermarks", 30, rounds=(20, 60))
+    assert idle is not None and busy is not None
+    assert 0 < idle < busy                 # thirty words a round cost more than none
+
+
+def test_without_valgrind_no_instructions_are_counted(monkeypatch):
+    from benchmarks import latency
+
+    monkeypatch.setattr(latency.shutil, "which", lambda name: None)
+    assert latency.round_instructions("timed", 6) is None
 
 
 def test_the_suite_runner_knows_every_benchmark():
