@@ -418,19 +418,16 @@ def main(argv: list[str] | None = None) -> dict:
     if fresh is not None:
         fresh.shutdown()
     instructions: dict[tuple[str, int], float] = {}
-    if args.instructions:
+    if args.instructions and shutil.which("valgrind") is None:
+        print("closed loop: valgrind is not installed, so no instruction counts")
+    elif args.instructions:
         print("closed loop: instructions per round (valgrind cachegrind; K=0: time moves on, no words)")
         for words_per_round in (0, *ROUND_WORDS):
             for idiom in ("timed", "watermarks"):
                 count = round_instructions(idiom, words_per_round)
-                if count is None:
-                    print("  valgrind is not installed: no instruction counts")
-                    break
+                assert count is not None   # (valgrind is installed)
                 instructions[idiom, words_per_round] = count
                 print(f"{'K=' + str(words_per_round):>8} {idiom:>12} {count / 1000:10.1f}k")
-            else:
-                continue
-            break
     print("section 7.3: time advancing through idle no-op operators; latency in microseconds")
     print(f"{'length':>8} {'idiom':>12} {'p50':>10} {'p99':>10}")
     for length in args.lengths:

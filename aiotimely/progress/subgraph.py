@@ -255,7 +255,7 @@ class Subgraph:
         batch.
         """
         if not direct:
-            self._extract_into(child, self._local if self.children[child].local else self._final)  # type: ignore[union-attr]  # children[0] is None; child >= 1
+            self.extract(child)
             return
         if self.peers != 1:
             raise ProgressError(f"scope {self.name!r}: direct reports are for one worker, there are {self.peers}")
@@ -317,7 +317,7 @@ class Subgraph:
         False if it can only move frontiers of transparent children (fused into their producers, which never
         look at them), which may wait for a later propagation: frontiers that lag are never wrong, only late.
         """
-        if self._final._diffs or any(self._entered) or any(self.shared.frontiers):
+        if self._final._diffs or any(self._entered) or any(self.shared.frontiers):  # (as has_pending, inline)
             return True
         tracker = self.tracker
         if not tracker.has_pending():
