@@ -12,7 +12,9 @@ could still result in at that location. For an operator input (a ``Target``) the
 implications are its input frontier. Count changes go in with :meth:`Tracker.update`;
 :meth:`Tracker.propagate_all` moves only frontier changes, hop by hop, smallest
 time first, so its work is proportional to the frontier changes an update
-causes, not to the size of the graph.
+causes, not to the size of the graph. With totally ordered times and no cycle, a
+location's implications are one least time, and :meth:`Tracker.propagate_all`
+recomputes each location that may have moved once, in topological order.
 """
 
 from __future__ import annotations
@@ -249,6 +251,48 @@ class Graph:
         self.scope_summary: Connectivity = [self._output_summaries[i] for i in source_ids[0]]
         """Per scope input: scope output -> antichain of inner summaries (the scope's own connectivity)."""
         self._collapse(transparent)
+        self.rank: list[int] | None = None
+        """Per location id: its place in a topological order of ``steps``; ``None`` unless the times are
+        totally ordered and ``steps`` has no cycle (then the tracker keeps one least time per location)."""
+        self.by_rank: list[int] = []
+        self.step_preds: list[tuple[tuple[int, Any], ...]] = []
+        """Per location id: the locations whose steps lead to it, with the summary (``None``: the identity)."""
+        if ttype.totally_ordered:
+            self._order_steps()
+
+    def _order_steps(self) -> None:
+        """Topologically order the locations along ``steps`` (Kahn's algorithm), if no cycle prevents it."""
+        n = len(self.locations)
+        identity = self.ttype.identity
+        preds: list[list[tuple[int, Any]]] = [[] for _ in range(n)]
+        succs: list[list[int]] = [[] for _ in range(n)]
+        for loc, steps in enumerate(self.steps):
+            for step in steps:
+                if self.is_target[loc]:
+                    to, s = step
+                    preds[to].append((loc, None if s == identity else s))
+                else:
+                    to = step
+                    preds[to].append((loc, None))
+                succs[loc].append(to)
+        indegree = [len(p) for p in preds]
+        ready = [loc for loc in range(n) if not indegree[loc]]
+        order: list[int] = []
+        while ready:
+            loc = ready.pop()
+            order.append(loc)
+            for to in succs[loc]:
+                indegree[to] -= 1
+                if not indegree[to]:
+                    ready.append(to)
+        if len(order) < n:
+            return
+        self.by_rank = order
+        rank = [0] * n
+        for r, loc in enumerate(order):
+            rank[loc] = r
+        self.rank = rank
+        self.step_preds = [tuple(p) for p in preds]
 
     def _collapse(self, transparent: frozenset[int]) -> None:
         """Let frontier changes hop over transparent operators: ``steps`` are the hops the tracker takes.
@@ -464,6 +508,10 @@ class Tracker:
         """Per node: the number of frontier elements of its capabilities (positive iff it holds any)."""
         self.total_counts = 0
         """The number of pointstamp frontier elements anywhere: zero iff nothing is tracked."""
+        self._least: list[Any] | None = [None] * n if graph.rank is not None else None
+        """With totally ordered times and no cycle: per location, the one element of its implications (``None``
+        if they are empty), instead of ``_implications``."""
+        self._queued: set[int] = set()
 
     # -- counts in ----------------------------------------------------------------
 
@@ -519,6 +567,9 @@ class Tracker:
         le, total = self._le, self._total
 
         pending, self._pending = self._pending, {}
+        if self._least is not None:
+            self._propagate_least(pending)
+            return
         for loc, loc_changes in pending.items():
             counts = pointstamps[loc]
             if counts is None:
@@ -565,17 +616,99 @@ class Tracker:
         if touched:
             self._report_transparent(touched)
 
+    def _propagate_least(self, pending: dict[int, dict[Any, int]]) -> None:
+        """:meth:`propagate_all` for totally ordered times and a graph without cycles: implications are one least
+        time per location, the least of its own pointstamps' and of what its predecessors imply, recomputed
+        once per changed location in topological order. Exactly the frontiers the counting algorithm finds,
+        with no counts and no work list of single changes."""
+        graph = self.graph
+        is_target, node_of, to_outputs = graph.is_target, graph.node_of, graph.to_outputs
+        rank, by_rank, preds, steps, root = graph.rank, graph.by_rank, graph.step_preds, graph.steps, graph.root
+        assert rank is not None
+        results_in = graph.ttype.results_in
+        output_changes = self._output_changes
+        pointstamps = self._pointstamps
+        cap_counts = self.cap_counts
+        least = self._least
+        assert least is not None
+        pushed = self._pushed
+        lazy_roots, root_empty = self._lazy_roots, self._root_empty
+        queued = self._queued
+        heap: list[int] = []
+        touched: list[int] = []
+        for loc, loc_changes in pending.items():
+            counts = pointstamps[loc]
+            if counts is None:
+                counts = pointstamps[loc] = MutableAntichain(less_equal=self._le, totally_ordered=True)
+            changes = counts.update_iter(loc_changes.items())
+            if not changes:
+                continue
+            for t, d in changes:
+                self.total_counts += d
+                if not is_target[loc]:
+                    cap_counts[node_of[loc]] += d
+                for out, s in to_outputs[loc]:
+                    t2 = results_in(s, t)
+                    if t2 is not None:
+                        output_changes[out].update(t2, d)
+            if loc not in queued:
+                queued.add(loc)
+                heappush(heap, rank[loc])
+        while heap:
+            loc = by_rank[heappop(heap)]
+            queued.discard(loc)
+            own = pointstamps[loc]
+            best = own._frontier[0] if own is not None and own._frontier else None
+            for p, s in preds[loc]:
+                t = least[p]
+                if t is not None:
+                    if s is not None:
+                        t = results_in(s, t)
+                        if t is None:
+                            continue
+                    if best is None or t < best:
+                        best = t
+            old = least[loc]
+            if old == best:
+                continue
+            least[loc] = best
+            if root[loc] == -1:
+                if old is None:
+                    _net_into(pushed, loc, ((best, 1),))
+                elif best is None:
+                    _net_into(pushed, loc, ((old, -1),))
+                else:
+                    _net_into(pushed, loc, ((old, -1), (best, 1)))
+                # (a root's transparent operators are reported when its emptiness changes from what they saw)
+                if loc in lazy_roots and root_empty.get(loc, True) != (best is None):
+                    touched.append(loc)
+            else:
+                touched.append(loc)
+            for step in steps[loc]:
+                to = step[0] if is_target[loc] else step
+                if to not in queued:
+                    queued.add(to)
+                    heappush(heap, rank[to])
+        if touched:
+            self._report_transparent(touched)
+
+    def _implied(self, loc: int) -> list[Any]:
+        """The frontier elements of the implications at ``loc`` (for a transparent location: its partial ones)."""
+        if self._least is not None:
+            t = self._least[loc]
+            return [] if t is None else [t]
+        implied = self._implications[loc]
+        return implied._frontier if implied is not None else []
+
     def _report_transparent(self, touched: list[int]) -> None:
         """Report the input frontiers of transparent operators whose emptiness may have changed."""
         graph = self.graph
-        implications = self._implications
         root_empty = self._root_empty
         nodes: dict[int, None] = {}
         for loc in dict.fromkeys(touched):
             r = graph.root[loc]
             if r == -1:  # a root: its emptiness decides for everything transparent below it
-                implied = implications[loc]
-                empty = implied is None or implied.is_empty()
+                empty = not self._implied(loc)
                 if root_empty.get(loc, True) != empty:
                     root_empty[loc] = empty
                     nodes.update(dict.fromkeys(graph.transparent_below(loc)))
@@ -592,15 +725,13 @@ class Tracker:
             self._reported[tid] = new
 
     def _frontier_at(self, loc: int) -> Antichain[Any]:
-        implied = self._implications[loc]
         r = self.graph.root[loc]
         if r == -1:
-            return implied.frontier if implied is not None else Antichain(less_equal=self._le)
+            return Antichain._from_minimal(self._implied(loc), self._le)
         frontier = Antichain(less_equal=self._le)
-        for part in (self._implications[r] if r >= 0 else None, implied):
-            if part is not None:
-                for t in part.frontier:
-                    frontier.insert(t)
+        for part in (self._implied(r) if r >= 0 else (), self._implied(loc)):
+            for t in part:
+                frontier.insert(t)
         return frontier
 
     # -- results out ----------------------------------------------------------------
@@ -629,8 +760,24 @@ class Tracker:
         return self._frontier_at(self.graph.loc_id[location])
 
     def implications_at(self, loc: int) -> MutableAntichain[Any] | None:
-        """The implications at location id ``loc`` (``None`` if nothing was ever implied there)."""
-        return self._implications[loc]
+        """The implications at location id ``loc``, with their counts: one per frontier element of the
+        location's own pointstamps and of each predecessor's implications (``None`` if nothing was ever
+        implied there)."""
+        least = self._least
+        if least is None:
+            return self._implications[loc]
+        graph = self.graph
+        implied = MutableAntichain(less_equal=self._le, totally_ordered=True)
+        own = self._pointstamps[loc]
+        if own is not None and own._frontier:
+            implied.update(own._frontier[0], 1)
+        for p, s in graph.step_preds[loc]:
+            t = least[p]
+            if t is not None and s is not None:
+                t = graph.ttype.results_in(s, t)
+            if t is not None:
+                implied.update(t, 1)
+        return implied if implied._counts or least[loc] is not None else None
 
     def pointstamps(self, location: Location) -> MutableAntichain[Any]:
         """The counts reported at exactly ``location``."""
@@ -666,15 +813,12 @@ class Tracker:
         """True if ``node`` holds no capability and no input frontier: it can shut down."""
         if self.cap_counts[node] > 0:
             return False
-        implications = self._implications
         root = self.graph.root
         for loc in self.graph.target_ids[node]:
             if root[loc] != -1:
                 if self._frontier_at(loc):
                     return False
-                continue
-            implied = implications[loc]
-            if implied is not None and not implied.is_empty():
+            elif self._implied(loc):
                 return False
         return True
 
@@ -686,9 +830,9 @@ class Tracker:
         """
         loc = self.graph.loc_id[location]
         r = self.graph.root[loc]
-        parts = [self._implications[loc]]
+        parts = [self.implications_at(loc)]
         if r >= 0:
-            parts.append(self._implications[r])
+            parts.append(self.implications_at(r))
         count = 0
         for implied in parts:
             if implied is not None:

@@ -181,8 +181,7 @@ def test_planted_bugs_are_caught(monkeypatch, bug):
     Tracker_ = reachability.Tracker
     if bug == "no-root-part":
         def frontier_at(self, loc):
-            implied = self._implications[loc]
-            return implied.frontier if implied is not None else Antichain()
+            return Antichain(self._implied(loc))
         monkeypatch.setattr(Tracker_, "_frontier_at", frontier_at)
     elif bug == "no-partial-refresh":
         real = Tracker_._report_transparent
