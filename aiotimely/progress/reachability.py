@@ -673,12 +673,21 @@ class Tracker:
                 continue
             least[loc] = best
             if root[loc] == -1:
-                if old is None:
-                    _net_into(pushed, loc, ((best, 1),))
-                elif best is None:
-                    _net_into(pushed, loc, ((old, -1),))
-                else:
-                    _net_into(pushed, loc, ((old, -1), (best, 1)))
+                # (_net_into, inline: the frontier lost ``old`` and gained ``best``)
+                if old is not None:
+                    key = (loc, old)
+                    net = pushed.get(key, 0) - 1
+                    if net:
+                        pushed[key] = net
+                    else:
+                        del pushed[key]
+                if best is not None:
+                    key = (loc, best)
+                    net = pushed.get(key, 0) + 1
+                    if net:
+                        pushed[key] = net
+                    else:
+                        del pushed[key]
                 # (a root's transparent operators are reported when its emptiness changes from what they saw)
                 if loc in lazy_roots and root_empty.get(loc, True) != (best is None):
                     touched.append(loc)

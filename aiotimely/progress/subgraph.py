@@ -259,15 +259,25 @@ class Subgraph:
             return
         if self.peers != 1:
             raise ProgressError(f"scope {self.name!r}: direct reports are for one worker, there are {self.peers}")
-        update = self.tracker.update_at
+        pending = self.tracker._pending
         for batch, sign, locations, leaving in self._reporters[child]:
             diffs = batch._diffs
             if diffs:
                 batch._diffs = {}
                 for t, n in diffs.items():
                     n *= sign
-                    for loc in locations:
-                        update(loc, t, n)
+                    for loc in locations:  # (Tracker.update_at, inline: once per count and location)
+                        at = pending.get(loc)
+                        if at is None:
+                            pending[loc] = {t: n}
+                            continue
+                        total = at.get(t, 0) + n
+                        if total:
+                            at[t] = total
+                        else:
+                            del at[t]
+                            if not at:
+                                del pending[loc]
                 if leaving:
                     to_outer = self.refinement.to_outer
                     for port in leaving:  # records that left the scope: produced, as far as the parent knows

@@ -107,7 +107,7 @@ PLANTED = {
     "own pointstamps ignored": ("best = own._frontier[0] if own is not None and own._frontier else None",
                                 "best = None"),
     "first successor only": ("for step in steps[loc]:", "for step in steps[loc][:1]:"),
-    "emptying not pushed": ("_net_into(pushed, loc, ((old, -1),))", "pass"),
+    "emptying not pushed": ("if old is not None:", "if old is not None and best is not None:"),
 }
 
 
