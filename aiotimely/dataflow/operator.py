@@ -236,7 +236,12 @@ class OperatorRuntime:
 
     def _capability_changed(self, output: int, time: Any, diff: int) -> None:
         assert self.progress is not None
-        self.progress.shared.internals[output].update(time, diff)
+        internal = self.progress.shared.internals[output]._diffs   # (ChangeBatch.update, inline: hot)
+        count = internal.get(time, 0) + diff
+        if count:
+            internal[time] = count
+        else:
+            internal.pop(time, None)
         log = self.worker.logging
         if log is not None:
             log.log(CapabilityEvent(self.path, output, time, diff))

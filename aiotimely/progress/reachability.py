@@ -640,7 +640,7 @@ class Tracker:
             counts = pointstamps[loc]
             if counts is None:
                 counts = pointstamps[loc] = MutableAntichain(less_equal=self._le, totally_ordered=True)
-            changes = counts.update_iter(loc_changes.items())
+            changes = counts._update_iter_total(loc_changes.items())
             if not changes:
                 continue
             for t, d in changes:
