@@ -257,6 +257,8 @@ class Graph:
         self.by_rank: list[int] = []
         self.step_preds: list[tuple[tuple[int, Any], ...]] = []
         """Per location id: the locations whose steps lead to it, with the summary (``None``: the identity)."""
+        self.step_ranks: list[tuple[int, ...]] = []
+        """Per location id: the ranks of the locations its steps lead to."""
         if ttype.totally_ordered:
             self._order_steps()
 
@@ -293,6 +295,7 @@ class Graph:
             rank[loc] = r
         self.rank = rank
         self.step_preds = [tuple(p) for p in preds]
+        self.step_ranks = [tuple(sorted({rank[to] for to in succ})) for succ in succs]
 
     def _collapse(self, transparent: frozenset[int]) -> None:
         """Let frontier changes hop over transparent operators: ``steps`` are the hops the tracker takes.
@@ -511,7 +514,6 @@ class Tracker:
         self._least: list[Any] | None = [None] * n if graph.rank is not None else None
         """With totally ordered times and no cycle: per location, the one element of its implications (``None``
         if they are empty), instead of ``_implications``."""
-        self._queued: set[int] = set()
 
     # -- counts in ----------------------------------------------------------------
 
@@ -623,19 +625,17 @@ class Tracker:
         with no counts and no work list of single changes."""
         graph = self.graph
         is_target, node_of, to_outputs = graph.is_target, graph.node_of, graph.to_outputs
-        rank, by_rank, preds, steps, root = graph.rank, graph.by_rank, graph.step_preds, graph.steps, graph.root
+        rank, by_rank, preds, after, root = graph.rank, graph.by_rank, graph.step_preds, graph.step_ranks, graph.root
         assert rank is not None
         results_in = graph.ttype.results_in
-        output_changes = self._output_changes
         pointstamps = self._pointstamps
-        cap_counts = self.cap_counts
         least = self._least
         assert least is not None
         pushed = self._pushed
         lazy_roots, root_empty = self._lazy_roots, self._root_empty
-        queued = self._queued
         heap: list[int] = []
         touched: list[int] = []
+        total_counts = self.total_counts
         for loc, loc_changes in pending.items():
             counts = pointstamps[loc]
             if counts is None:
@@ -643,20 +643,27 @@ class Tracker:
             changes = counts._update_iter_total(loc_changes.items())
             if not changes:
                 continue
-            for t, d in changes:
-                self.total_counts += d
+            if len(changes) == 1:  # (two changes: the least time moved, and there are as many frontier elements)
+                d = changes[0][1]
+                total_counts += d
                 if not is_target[loc]:
-                    cap_counts[node_of[loc]] += d
-                for out, s in to_outputs[loc]:
-                    t2 = results_in(s, t)
-                    if t2 is not None:
-                        output_changes[out].update(t2, d)
-            if loc not in queued:
-                queued.add(loc)
-                heappush(heap, rank[loc])
+                    self.cap_counts[node_of[loc]] += d
+            outputs = to_outputs[loc]
+            if outputs:
+                for t, d in changes:
+                    for out, s in outputs:
+                        t2 = results_in(s, t)
+                        if t2 is not None:
+                            self._output_changes[out].update(t2, d)
+            heappush(heap, rank[loc])
+        self.total_counts = total_counts
+        last = -1
         while heap:
-            loc = by_rank[heappop(heap)]
-            queued.discard(loc)
+            r = heappop(heap)
+            if r == last:  # (pushed by several predecessors: ranks come out in order, so repeats are adjacent)
+                continue
+            last = r
+            loc = by_rank[r]
             own = pointstamps[loc]
             best = own._frontier[0] if own is not None and own._frontier else None
             for p, s in preds[loc]:
@@ -693,11 +700,8 @@ class Tracker:
                     touched.append(loc)
             else:
                 touched.append(loc)
-            for step in steps[loc]:
-                to = step[0] if is_target[loc] else step
-                if to not in queued:
-                    queued.add(to)
-                    heappush(heap, rank[to])
+            for r in after[loc]:  # (every step leads to a later rank: it comes out of the heap after this one)
+                heappush(heap, r)
         if touched:
             self._report_transparent(touched)
 
