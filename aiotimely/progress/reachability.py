@@ -549,6 +549,10 @@ class Tracker:
         """Turn the recorded count changes into implication changes, smallest time first."""
         if not self._pending:
             return
+        if self._least is not None:
+            pending, self._pending = self._pending, {}
+            self._propagate_least(pending)
+            return
         graph = self.graph
         is_target = graph.is_target
         node_of = graph.node_of
@@ -569,9 +573,6 @@ class Tracker:
         le, total = self._le, self._total
 
         pending, self._pending = self._pending, {}
-        if self._least is not None:
-            self._propagate_least(pending)
-            return
         for loc, loc_changes in pending.items():
             counts = pointstamps[loc]
             if counts is None:

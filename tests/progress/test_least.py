@@ -22,6 +22,7 @@ from aiotimely.progress import GraphBuilder, Source, Target, Tracker
 from aiotimely.progress.timestamp import INT, ProductType
 from aiotimely.progress import reachability
 
+from .test_reachability import chain_of
 from .test_transparent import build, check, random_changes, random_graph
 
 
@@ -80,12 +81,7 @@ def test_a_graph_with_a_cycle_or_partially_ordered_times_counts():
 def test_a_chain_moves_in_one_step_per_location(monkeypatch):
     """Each location whose least time may change is looked at once, in topological order."""
     n = 50
-    b = GraphBuilder(int, name="chain")
-    for i in range(1, n + 1):
-        b.add_node(i, 0 if i == 1 else 1, 1, name=f"op{i}")
-        if i > 1:
-            b.add_edge(Source(i - 1, 0), Target(i, 0))
-    tracker = Tracker(b.build())
+    tracker = Tracker(chain_of(n))
     tracker.update(Source(1, 0), 0, 1)
     tracker.update(Source(n // 2, 0), 0, 1)
     tracker.propagate_all()

@@ -271,15 +271,20 @@ def test_planted_fifo_worklist_chases_a_retraction_round_the_loop(monkeypatch):
         tracker.propagate_all()
 
 
-def test_propagation_work_is_proportional_to_the_change_not_the_graph(monkeypatch):
-    """A count change above the frontier at the head of a 2,000-operator chain does no propagation."""
-    n = 2000
+def chain_of(n: int):
+    """Operators 1..n in a line, each feeding the next (operator 1 has no input)."""
     b = GraphBuilder(int, name="chain")
     for i in range(1, n + 1):
         b.add_node(i, 0 if i == 1 else 1, 1, name=f"op{i}")
         if i > 1:
             b.add_edge(Source(i - 1, 0), Target(i, 0))
-    tracker = Tracker(b.build())
+    return b.build()
+
+
+def test_propagation_work_is_proportional_to_the_change_not_the_graph(monkeypatch):
+    """A count change above the frontier at the head of a 2,000-operator chain does no propagation."""
+    n = 2000
+    tracker = Tracker(chain_of(n))
     tracker.update(Source(1, 0), 0, 1)
     tracker.propagate_all()
     assert tracker.frontier(Target(n, 0)) == Antichain([0])
