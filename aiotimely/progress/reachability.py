@@ -263,7 +263,7 @@ class Graph:
             self._order_steps()
 
     def _order_steps(self) -> None:
-        """Topologically order the locations along ``steps`` (Kahn's algorithm), if no cycle prevents it."""
+        """Topologically order the locations along ``steps``, if no cycle prevents it."""
         n = len(self.locations)
         identity = self.ttype.identity
         preds: list[list[tuple[int, Any]]] = [[] for _ in range(n)]
@@ -277,16 +277,7 @@ class Graph:
                     to = step
                     preds[to].append((loc, None))
                 succs[loc].append(to)
-        indegree = [len(p) for p in preds]
-        ready = [loc for loc in range(n) if not indegree[loc]]
-        order: list[int] = []
-        while ready:
-            loc = ready.pop()
-            order.append(loc)
-            for to in succs[loc]:
-                indegree[to] -= 1
-                if not indegree[to]:
-                    ready.append(to)
+        order = _topological_order(succs)
         if len(order) < n:
             return
         self.by_rank = order
@@ -432,20 +423,10 @@ class Graph:
                 arcs[loc] = sorted({sid for sid, s in hops if not self.ttype.advances(s)})
             else:
                 arcs[loc] = list(hops)
-        indegree = [0] * len(self.locations)
-        for succ in arcs:
-            for n in succ:
-                indegree[n] += 1
-        ready = [n for n, d in enumerate(indegree) if d == 0]
-        while ready:
-            n = ready.pop()
-            for m in arcs[n]:
-                indegree[m] -= 1
-                if indegree[m] == 0:
-                    ready.append(m)
-        stuck = {n for n, d in enumerate(indegree) if d > 0}
-        if not stuck:
+        order = _topological_order(arcs)
+        if len(order) == len(arcs):
             return None
+        stuck = set(range(len(arcs))) - set(order)
         # Every stuck location has a stuck predecessor: walk back until one repeats.
         preds: dict[int, int] = {}
         for n in stuck:
@@ -463,6 +444,25 @@ class Graph:
                 return [self.locations[n] for n in cycle]
             seen[p] = len(walk)
             walk.append(p)
+
+
+def _topological_order(arcs: list[list[int]]) -> list[int]:
+    """Kahn's algorithm: the nodes ``0..len(arcs)-1`` in an order where every arc ``n -> arcs[n][i]`` goes
+    forward; nodes on a cycle, or reached only through one, are left out."""
+    indegree = [0] * len(arcs)
+    for succ in arcs:
+        for m in succ:
+            indegree[m] += 1
+    ready = [n for n, d in enumerate(indegree) if d == 0]
+    order: list[int] = []
+    while ready:
+        n = ready.pop()
+        order.append(n)
+        for m in arcs[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                ready.append(m)
+    return order
 
 
 def _net_into(pushed: dict[tuple[int, Any], int], loc: int, changes: Iterable[tuple[Any, int]]) -> None:
