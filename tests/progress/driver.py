@@ -7,7 +7,7 @@ operators' ``SharedProgress`` and call :func:`settle`.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from typing import Callable, Collection
 
 from aiotimely.progress import (
     FrontierInterest,
@@ -30,26 +30,29 @@ def build_tree(
     refinement: Refinement | None = None,
     interest: FrontierInterest = FrontierInterest.ALWAYS,
     connectivity_of: Callable[[OpSpec], list] | None = None,
+    transparent: Collection[tuple[tuple[int, ...], int]] = (),
 ) -> tuple[Subgraph, dict[tuple[tuple[int, ...], int], OperatorProgress]]:
-    """Build ``spec`` into a :class:`Subgraph` tree; also return its operators by ``(path, index)``."""
+    """Build ``spec`` into a :class:`Subgraph` tree; also return its operators by ``(path, index)``. The
+    operators named in ``transparent`` (by ``(path, index)``) are built as transparent (fused)."""
     ops: dict[tuple[tuple[int, ...], int], OperatorProgress] = {}
     sub = _build(spec, worker, peers, path, refinement or Refinement.region(spec.ttype), interest,
-                 connectivity_of, ops)
+                 connectivity_of, ops, transparent)
     return sub, ops
 
 
-def _build(spec, worker, peers, path, refinement, interest, connectivity_of, ops) -> Subgraph:
+def _build(spec, worker, peers, path, refinement, interest, connectivity_of, ops, transparent) -> Subgraph:
     builder = SubgraphBuilder(refinement, inputs=spec.inputs, outputs=spec.outputs, name=spec.name,
                               path=path, worker=worker, peers=peers)
     for c, child in enumerate(spec.children, 1):
         if isinstance(child, ScopeSpec):
             nested = _build(child, worker, peers, path + (c,), child.refinement(spec.ttype), interest,
-                            connectivity_of, ops)
+                            connectivity_of, ops, transparent)
             builder.add_child(nested)
         else:
             connectivity = connectivity_of(child) if connectivity_of else child.connectivity
             op = OperatorProgress(child.name, child.inputs, child.outputs, connectivity=connectivity,
                                   interest=interest)
+            op.transparent = (path, c) in transparent
             ops[(path, c)] = op
             builder.add_child(op)
     for source, target in spec.edges:

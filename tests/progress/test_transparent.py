@@ -21,15 +21,13 @@ from aiotimely.progress import (
     Antichain,
     FrontierInterest,
     GraphBuilder,
-    OperatorProgress,
-    Refinement,
     Source,
-    SubgraphBuilder,
     Target,
     Tracker,
 )
 from aiotimely.progress import reachability
 
+from .driver import build_tree
 from .graphs import OpSpec, ScopeSpec, random_scope, random_time
 from .reference import FlatGraph
 from .test_reachability import count_heap_pops
@@ -201,19 +199,8 @@ def test_only_what_moves_transparent_frontiers_may_wait(rng, rounds):
     that is not transparent, and none to the parent: what waits moves fused operators' frontiers only (and
     may find a child with nothing left, to shut down, later)."""
     spec, transparent = random_graph(rng)
-    builder = SubgraphBuilder(Refinement.region(spec.ttype), inputs=spec.inputs, outputs=spec.outputs,
-                              name=spec.name)
-    ops = []
-    for c, child in enumerate(spec.children, 1):
-        assert isinstance(child, OpSpec)
-        op = OperatorProgress(child.name, child.inputs, child.outputs, connectivity=child.connectivity,
-                              interest=FrontierInterest.NEVER)
-        op.transparent = c in transparent
-        ops.append(op)
-        builder.add_child(op)
-    for source, target in spec.edges:
-        builder.add_edge(source, target)
-    sub = builder.build()
+    sub, by_place = build_tree(spec, interest=FrontierInterest.NEVER, transparent={((0,), c) for c in transparent})
+    ops = [by_place[((0,), c)] for c in range(1, len(spec.children) + 1)]
     counts: Counter = Counter({(Source(c, o), spec.ttype.minimum): 1
                                for c, op in enumerate(ops, 1) for o in range(op.outputs)})
 
