@@ -309,8 +309,10 @@ class OperatorRuntime:
         pushed = 0
         # (equal lengths, see install; no strict=: a keyword argument doubles what zip costs here)
         for port, changes in zip(self.inputs, self.progress.shared.frontiers):  # noqa: B905
-            if changes._diffs:
-                port._frontier_changed(changes.drain())
+            diffs = changes._diffs
+            if diffs:
+                changes._diffs = {}   # (ChangeBatch.drain, without the list)
+                port._frontier_changed(diffs)
                 pushed += 1
         if pushed:
             log = self.worker.logging

@@ -136,11 +136,16 @@ class InputPort:
         """True if records at ``time`` may still arrive (``frontier.less_equal(time)``)."""
         return self._frontier.less_equal(time)
 
-    def _frontier_changed(self, changes: list[tuple[Any, int]]) -> None:
-        self._frontier.update_iter(changes)
+    def _frontier_changed(self, changes: dict[Any, int]) -> None:
+        """Apply the frontier changes progress tracking pushed, ``{time: ±n}``."""
+        frontier = self._frontier
+        if frontier._total:
+            frontier.update_total(changes.items())
+        else:
+            frontier.update_iter(changes.items())
         self.changes += 1
         if self._watch is not None:
-            self._watch.extend(changes)
+            self._watch.extend(changes.items())
 
     def watch_frontier(self) -> Callable[[], list[tuple[Any, int]]]:
         """Record how this input's frontier changes; the function returned takes the changes since its

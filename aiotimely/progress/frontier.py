@@ -294,13 +294,19 @@ class MutableAntichain(Generic[TO]):
         return self._rebuild() if rebuild else []
 
     def _update_iter_total(self, updates: Iterable[tuple[TO, int]]) -> list[tuple[TO, int]]:
+        old = self._frontier
+        if not self.update_total((t, d) for t, d in updates if d) or old == self._frontier:
+            return []
+        return [(t, -1) for t in old] + [(t, 1) for t in self._frontier]
+
+    def update_total(self, updates: Iterable[tuple[TO, int]], rebuild: bool = False) -> bool:
+        """For totally ordered times: apply ``(time, diff)`` updates (no zero diffs); True if the frontier (its
+        least time with a positive count) may have moved. Cheaper than :meth:`update_iter` where the changes are not
+        needed: the least time is recomputed only if an update reached it."""
         counts = self._counts
         frontier = self._frontier
         least = frontier[0] if frontier else None
-        rebuild = False
         for time, diff in updates:
-            if not diff:
-                continue
             total = counts.get(time, 0) + diff
             if total:
                 counts[time] = total
@@ -308,7 +314,13 @@ class MutableAntichain(Generic[TO]):
                 del counts[time]
             if least is None or not least < time:
                 rebuild = True
-        return self._rebuild() if rebuild else []
+        if rebuild:  # (``rebuild=True``: whatever the updates)
+            least = None
+            for t, c in counts.items():
+                if c > 0 and (least is None or t < least):
+                    least = t
+            self._frontier = [] if least is None else [least]
+        return rebuild
 
     def _may_change(self, time: TO, diff: int) -> bool:
         # A positive count implies a frontier element <= it, so:
@@ -326,36 +338,24 @@ class MutableAntichain(Generic[TO]):
 
     def _rebuild(self) -> list[tuple[TO, int]]:
         old = self._frontier
-        if self._total:  # the frontier is the least positive time, if any
-            least: Any = None
-            for t, c in self._counts.items():
-                if c > 0 and (least is None or t < least):
-                    least = t
-            if least is None:
-                if not old:
-                    return []
-                self._frontier = []
-                return [(old[0], -1)]
-            self._frontier = [least]
-            if not old:
-                return [(least, 1)]
-            if old[0] == least:
-                return []
-            return [(old[0], -1), (least, 1)]
-        positive = [t for t, c in self._counts.items() if c > 0]
-        if self._total or len(positive) <= 1:
-            new = [min(positive)] if positive else []
+        if self._total:
+            self.update_total((), rebuild=True)
+            new = self._frontier
         else:
-            le = self._le
-            new = []
-            # In a linear extension, no later time can be <= an earlier one, so a
-            # time kept here is never evicted by a later one.
-            for t in sorted(positive):
-                for f in new:
-                    if le(f, t):
-                        break
-                else:
-                    new.append(t)
+            positive = [t for t, c in self._counts.items() if c > 0]
+            if len(positive) <= 1:
+                new = positive
+            else:
+                le = self._le
+                new = []
+                # In a linear extension, no later time can be <= an earlier one, so a
+                # time kept here is never evicted by a later one.
+                for t in sorted(positive):
+                    for f in new:
+                        if le(f, t):
+                            break
+                    else:
+                        new.append(t)
         self._frontier = new
         if old == new:
             return []

@@ -638,19 +638,25 @@ class Tracker:
         touched: list[int] = []
         total_counts = self.total_counts
         for loc, loc_changes in pending.items():
-            counts = pointstamps[loc]
-            if counts is None:
-                counts = pointstamps[loc] = MutableAntichain(less_equal=self._le, totally_ordered=True)
-            changes = counts._update_iter_total(loc_changes.items())
-            if not changes:
+            own = pointstamps[loc]
+            if own is None:
+                own = pointstamps[loc] = MutableAntichain(less_equal=self._le, totally_ordered=True)
+            frontier = own._frontier
+            old = frontier[0] if frontier else None
+            if not own.update_total(loc_changes.items()):
                 continue
-            if len(changes) == 1:  # (two changes: the least time moved, and there are as many frontier elements)
-                d = changes[0][1]
+            frontier = own._frontier
+            new = frontier[0] if frontier else None
+            if new == old:
+                continue
+            if old is None or new is None:  # (otherwise as many frontier elements as before)
+                d = -1 if new is None else 1
                 total_counts += d
                 if not is_target[loc]:
                     self.cap_counts[node_of[loc]] += d
             outputs = to_outputs[loc]
             if outputs:
+                changes = [(t, d) for t, d in ((old, -1), (new, 1)) if t is not None]
                 for t, d in changes:
                     for out, s in outputs:
                         t2 = results_in(s, t)

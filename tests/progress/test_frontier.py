@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -156,13 +157,30 @@ def test_mutable_antichain_matches_brute_force(batches, one_by_one):
             assert ma.count_for(t) == counts[t]
 
 
-@given(st.lists(updates(int_times(6), max_diff=2, max_size=6), max_size=12))
-def test_totally_ordered_specialisation_matches_brute_force(batches):
+@pytest.mark.parametrize("how", ["update_iter", "update", "update_total"])
+@given(batches=st.lists(updates(int_times(6), max_diff=2, max_size=6), max_size=12))
+def test_totally_ordered_specialisation_matches_brute_force(how, batches):
     ma = MutableAntichain(less_equal=INT.less_equal, totally_ordered=True)
     counts = Counter()
+    frontier: list[int] = []
     for batch in batches:
-        ma.update_iter(batch)
+        if how == "update_iter":
+            changes = ma.update_iter(batch)
+        elif how == "update":
+            changes = [c for t, d in batch for c in ma.update(t, d)]
+        else:
+            moved = ma.update_total([(t, d) for t, d in batch if d])   # (it takes no zero diffs)
         for t, d in batch:
             counts[t] += d
         positive = [t for t, c in counts.items() if c > 0]
-        assert list(ma.frontier) == ([min(positive)] if positive else [])
+        expected = [min(positive)] if positive else []
+        assert list(ma.frontier) == expected
+        if how == "update_total":
+            assert moved or expected == frontier   # (True if it may have moved: never False when it did)
+        else:
+            net = Counter()
+            for t, d in changes:
+                net[t] += d
+            assert {t: d for t, d in net.items() if d} == {**{t: -1 for t in frontier if t not in expected},
+                                                           **{t: 1 for t in expected if t not in frontier}}
+        frontier = expected
