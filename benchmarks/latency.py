@@ -21,6 +21,11 @@ arrival at the sink. Three idioms over the same engine:
 
 A run "collapses" when its maximum latency passes 1 s.
 
+``--control`` runs the watermark idiom a second time at every (rate, quantum),
+interleaved with the others, and compares watermarks with themselves as the timed
+idiom is compared with watermarks: a ratio the measure gives between two runs of the
+same code is its noise, and a timed / watermarks ratio means something only beyond it.
+
 Between the two sections, the closed loop: a round of K words (each its own time)
 through the timed and the watermark word counts, as CPU time per round. A p99.9 of
 the open loop is often one stall of the machine; the ratio of these two costs is
@@ -215,6 +220,8 @@ def count_timed(words: at.Stream) -> at.Stream:
 
 IDIOMS = {"tokens": count_tokens, "notificator": count_notificator, "watermarks": count_watermarks,
           "timed": count_timed}
+CONTROL = "watermarks again"
+"""``--control``: the watermark idiom run a second time, to compare with the first (the measure's own noise)."""
 
 
 def word_latency(idiom: str, rate: int, seconds: float, bits: int) -> dict[str, Any]:
@@ -368,6 +375,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="runs of timed and watermarks per (rate, quantum), interleaved; the p99.9 compared is "
                              "the median over the runs (one run's p99.9 is often a single stall of the machine), "
                              "and the summary compares each idiom's lowest p99.9 too (its least disturbed run)")
+    parser.add_argument("--control", action="store_true",
+                        help="also run watermarks a second time at every (rate, quantum) and compare them with "
+                             "the first as timed is compared with watermarks: the measure's own noise")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the instructions of a closed-loop round (idle, and of K words) in each "
                              "idiom with valgrind's cachegrind, where the machine's noise does not reach")
@@ -380,26 +390,29 @@ def main(argv: list[str] | None = None) -> dict:
         args.rate, args.seconds, args.bits, args.lengths = [20_000], 0.3, [20, 0], [8, 32]
     words, chains = [], []
     print("section 7.2: rolling unique-word count, open loop; latency in microseconds")
-    print(f"{'rate/s':>8} {'quantum':>9} {'idiom':>12} {'p50':>10} {'p99.9':>10} {'max':>10}")
+    print(f"{'rate/s':>8} {'quantum':>9} {'idiom':>16} {'p50':>10} {'p99.9':>10} {'max':>10}")
     fresh = None if args.same_process or args.quick else ProcessPoolExecutor(
         max_workers=1, max_tasks_per_child=1, mp_context=multiprocessing.get_context("spawn"))
     repeat = 1 if args.quick else max(1, args.repeat)
+    measured = [*IDIOMS, CONTROL] if args.control else list(IDIOMS)
     for rate in args.rate:
         for bits in args.bits:
-            runs: dict[str, list[dict[str, Any]]] = {idiom: [] for idiom in IDIOMS}
+            runs: dict[str, list[dict[str, Any]]] = {idiom: [] for idiom in measured}
             for attempt in range(repeat):
-                for idiom in IDIOMS:
-                    if attempt and idiom not in ("timed", "watermarks"):
+                for idiom in measured:
+                    if attempt and idiom not in ("timed", "watermarks", CONTROL):
                         continue
-                    runs[idiom].append(word_latency(idiom, rate, args.seconds, bits) if fresh is None
-                                       else fresh.submit(word_latency, idiom, rate, args.seconds, bits).result())
-            for idiom in IDIOMS:
+                    code = "watermarks" if idiom == CONTROL else idiom
+                    r = (word_latency(code, rate, args.seconds, bits) if fresh is None
+                         else fresh.submit(word_latency, code, rate, args.seconds, bits).result())
+                    runs[idiom].append({**r, "idiom": idiom})
+            for idiom in measured:
                 r = _median_run(runs[idiom])
                 words.append(r)
                 flag = "  collapsed" if r["collapsed"] else ""
                 spread = (f"  (p99.9 of {len(r['p999_runs_us'])} runs: "
                           f"{', '.join(f'{p:.0f}' for p in r['p999_runs_us'])})" if len(runs[idiom]) > 1 else "")
-                print(f"{rate:8,} {'2^' + str(bits) + ' ns':>9} {idiom:>12} {r['p50_us']:10.0f} {r['p999_us']:10.0f} "
+                print(f"{rate:8,} {'2^' + str(bits) + ' ns':>9} {idiom:>16} {r['p50_us']:10.0f} {r['p999_us']:10.0f} "
                       f"{r['max_us']:10.0f}{flag}{spread}")
     rounds, repeats = (200, 1) if args.quick else (3000, 5)
     print(f"closed loop: CPU microseconds per round ({rounds} rounds of K words, each word its own time), "
@@ -445,11 +458,26 @@ def main(argv: list[str] | None = None) -> dict:
                 instructions["timed", k] / instructions["watermarks", k])
     for rate in args.rate:   # the paper's claim, with timed batches: within 2x of watermarks, never collapsed alone
         runs = {(r["quantum_bits"], r["idiom"]): r for r in words if r["rate"] == rate}
-        summary[f"{rate}/s timed p99.9 / watermarks p99.9, worst quantum"] = max(
-            runs[b, "timed"]["p999_us"] / max(runs[b, "watermarks"]["p999_us"], 1.0) for b in args.bits)
-        # each idiom's least disturbed run: a p99.9 is often one stall of the machine, which hits either idiom
-        summary[f"{rate}/s the same, each idiom's lowest p99.9 of its runs"] = max(
-            runs[b, "timed"]["p999_least_us"] / max(runs[b, "watermarks"]["p999_least_us"], 1.0) for b in args.bits)
+        for idiom in ("timed", CONTROL):
+            if idiom not in measured:
+                continue
+            # (the control's ratio counts either way: which of two runs of the same code is slower is chance)
+            def ratio(a: float, b: float, either: bool = idiom == CONTROL) -> float:
+                return max(a / b, b / a) if either else a / b
+
+            ratios = [ratio(runs[b, idiom]["p999_us"], max(runs[b, "watermarks"]["p999_us"], 1.0)) for b in args.bits]
+            # each idiom's least disturbed run: a p99.9 is often one stall of the machine, which hits either idiom
+            least = max(ratio(runs[b, idiom]["p999_least_us"], max(runs[b, "watermarks"]["p999_least_us"], 1.0))
+                        for b in args.bits)
+            within = sum(r <= 2 for r in ratios)
+            if idiom == "timed":
+                summary[f"{rate}/s timed p99.9 / watermarks p99.9, worst quantum"] = max(ratios)
+                summary[f"{rate}/s the same, each idiom's lowest p99.9 of its runs"] = least
+                summary[f"{rate}/s quanta where timed p99.9 is within 2x of watermarks'"] = within
+            else:
+                summary[f"{rate}/s control, watermarks run again: p99.9 ratio either way, worst quantum"] = max(ratios)
+                summary[f"{rate}/s control, the same, each run set's lowest p99.9"] = least
+                summary[f"{rate}/s control: quanta within 2x either way"] = within
         summary[f"{rate}/s quanta where timed collapsed and watermarks did not"] = sum(
             runs[b, "timed"]["collapsed"] and not runs[b, "watermarks"]["collapsed"] for b in args.bits)
     for name, value in summary.items():

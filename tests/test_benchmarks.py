@@ -55,8 +55,12 @@ def test_many_dataflows_quick_run_reports_both_interests():
 def test_latency_quick_run_delivers_every_word_for_every_idiom():
     from benchmarks import latency
 
-    results = latency.main(["--quick"])      # word_latency and round_cost assert one count per word
-    assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks", "timed"}
+    results = latency.main(["--quick", "--control"])   # word_latency and round_cost assert one count per word
+    assert {r["idiom"] for r in results["words"]} == {"tokens", "notificator", "watermarks", "timed",
+                                                      "watermarks again"}
+    summary = results["summary"]
+    assert summary["20000/s control: quanta within 2x either way"] in (0, 1, 2)   # (of the quick run's 2 quanta)
+    assert summary["20000/s control, watermarks run again: p99.9 ratio either way, worst quantum"] >= 1
     assert all(r["ticks"] > 0 for r in results["chains"])
     assert {(r["idiom"], r["words"]) for r in results["rounds"]} == {
         (idiom, k) for idiom in ("timed", "watermarks") for k in (6, 30)}
