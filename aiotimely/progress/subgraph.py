@@ -239,7 +239,7 @@ class Subgraph:
         if self.inputs:
             self._accept_frontier()
             self._harvest_inputs()
-        if self._final._diffs or self.tracker.has_pending():  # (otherwise nothing can move)
+        if self._final._diffs or self.tracker._pending:  # (otherwise nothing can move; has_pending, inline)
             self._propagate_pointstamps()
         return self.take_activations()
 
@@ -437,7 +437,7 @@ class Subgraph:
                         self.shared.consumeds[port].update(to_outer(t), -d)
                 else:
                     tracker.update_at(lid, t, d)
-        if tracker.has_pending() and self.on_pointstamps is not None:
+        if self.on_pointstamps is not None and tracker.has_pending():
             tracker.propagate_all()
             self.on_pointstamps()
         else:
