@@ -3,8 +3,10 @@
 Python's ``hash`` of ``str`` and ``bytes`` is salted per process, so it cannot route
 records between processes. ``int`` keys route as ``key % peers``; ``str`` and
 ``bytes`` by CRC-32; tuples by combining their parts; ``None``, ``bool`` and
-``float`` by their (unsalted) built-in hash. Other types use their ``__hash__``,
-which must then be the same in every process.
+``float`` by their (unsalted) built-in hash. A subclass of ``str``, ``bytes`` or
+``tuple`` (an ``enum.StrEnum`` member, a ``NamedTuple``) routes as the plain value
+it equals. Other types use their ``__hash__``, which must then be the same in every
+process.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def stable_hash(key: Any) -> int:
             h = (h * 1000003) ^ stable_hash(part)
             h &= 0xFFFFFFFFFFFF
         return h
+    # A subclass routes as the plain value it equals (its own __hash__ may be salted, or differ in each process).
+    if isinstance(key, str):
+        return stable_hash(str.__str__(key))
+    if isinstance(key, bytes):
+        return crc32(key)
+    if isinstance(key, tuple):
+        return stable_hash(tuple(key))
     return hash(key) & 0x7FFFFFFFFFFFFFFF
 
 

@@ -152,7 +152,7 @@ class ExchangePusher:
     activation happened to send the batch).
     """
 
-    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel")
+    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel", "_int_keys")
 
     def __init__(self, key: Callable[[Any], Any], boxes: list[Any], worker: WorkerHandle, channel: Channel,
                  blame: Blame | None = None) -> None:
@@ -164,28 +164,36 @@ class ExchangePusher:
         self._blame = blame
         self._routes: dict[str, int] = {}
         """Where ``str`` keys went: a string's route costs a CRC-32, and keys repeat."""
+        self._int_keys = False
+        """Whether the last batch's keys were ``int``: this batch's are taken to be of the same kind."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         key, peers, routes = self._key, self._peers, self._routes
         parts: list[list[Any]] = [[] for _ in range(peers)]
         if len(routes) > ROUTES_KEPT:
             routes.clear()
+        remembered = routes.get
+        k: Any = None
         try:
-            for record in batch:
-                k = key(record)
-                if type(k) is int and k >= 0:
-                    parts[k % peers].append(record)
-                elif type(k) is str:
-                    to = routes.get(k)
-                    if to is None:
-                        to = routes[k] = route(k, peers)
-                    parts[to].append(record)
-                else:
-                    parts[route(k, peers)].append(record)
+            # Two copies of one loop, each with the cheapest test first for its kind of key (both route any key).
+            if self._int_keys:
+                for record in batch:
+                    k = key(record)
+                    if type(k) is int and k >= 0:
+                        parts[k % peers].append(record)
+                    else:
+                        to = remembered(k)
+                        parts[self._route(k) if to is None else to].append(record)
+            else:
+                for record in batch:
+                    k = key(record)
+                    to = remembered(k)   # (only a str, or an object equal to one, is found)
+                    parts[self._route(k) if to is None else to].append(record)
         except Exception as exc:
             if self._blame is None:
                 raise
             raise self._blame(exc, f"the exchange key of record {record!r:.200}", time) from exc
+        self._int_keys = type(k) is int
         for box, part in zip(self._boxes, parts, strict=True):
             if part:
                 box.push((time, part))
@@ -195,6 +203,13 @@ class ExchangePusher:
             for target, part in enumerate(parts):
                 if part:
                     log.log(MessagesEvent(True, channel, index, target, time, len(part)))
+
+    def _route(self, key: Any) -> int:
+        """The route of a key not remembered; a ``str`` key's is remembered."""
+        to = route(key, self._peers)
+        if type(key) is str:
+            self._routes[key] = to
+        return to
 
     def endpoints(self) -> list[Endpoint]:
         return self._boxes

@@ -98,7 +98,12 @@ def test_iteration_inside_a_region_inside_an_iterative_scope(run):
     assert sorted(results) == [(at.Product(0, 2), 0), (at.Product(0, 4), 0)]
 
 
-KEYS = st.one_of(st.text(max_size=4), st.integers(-5, 2**70), st.booleans(), st.none(),
+class Label(str):
+    """A subclass of ``str``: equal to the plain string, so it must go where that string goes."""
+
+
+FEW = st.sampled_from(["", "a", "bc", "word"])   # (so that a Label and the plain string it equals meet)
+KEYS = st.one_of(st.text(max_size=4), FEW, FEW.map(Label), st.integers(-5, 2**70), st.booleans(), st.none(),
                  st.floats(allow_nan=False), st.tuples(st.text(max_size=2), st.integers(-3, 3)))
 
 
@@ -124,12 +129,14 @@ def test_an_exchange_sends_every_record_where_its_key_routes_whatever_the_mix_of
     records = list(enumerate(keys))
     boxes = [Box() for _ in range(peers)]
     pusher = ExchangePusher(lambda r: r[1], boxes, Worker(), (0, 0))
-    pusher(0, list(records))
-    pusher(1, list(records))          # again: now the string keys' routes are remembered
-    for time in (0, 1):
+    # again and again: string routes remembered, and the pusher guessing each batch's keys from the last one's
+    sent = [records, records, records[::-1], [r for r in records if type(r[1]) is int], records]
+    for time, batch in enumerate(sent):
+        pusher(time, list(batch))
+    for time, batch in enumerate(sent):
         for w, box in enumerate(boxes):
             got = [r for t, part in box.got if t == time for r in part]
-            assert got == [r for r in records if route(r[1], peers) == w]
+            assert got == [r for r in batch if route(r[1], peers) == w]
 
 
 def test_a_failing_key_deep_in_a_batch_is_named_with_its_record(run):
