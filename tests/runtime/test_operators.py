@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import subprocess
@@ -101,17 +102,19 @@ def test_exchange_of_strings_is_stable_across_runs():
 
 
 def test_a_str_enum_member_and_a_named_tuple_route_alike_in_every_process_as_the_values_they_equal():
-    """Their own ``__hash__`` is salted per process (a ``StrEnum``'s is its ``str``'s): every process must still
-    send a key to the same worker, the one its plain value goes to."""
+    """Their own ``__hash__`` is salted per process (a ``StrEnum``'s is its ``str``'s, a ``bytes`` subclass's its
+    ``bytes``'): every process must still send a key to the same worker, the one its plain value goes to."""
     code = ("import enum, typing, aiotimely as at\n"
             "class Fruit(enum.StrEnum):\n    APPLE = 'apple'\n"
             "class Key(typing.NamedTuple):\n    name: str\n    n: int\n"
-            "print([at.route(k, 1009) for k in (Fruit.APPLE, 'apple', Key('pear', 2), ('pear', 2))])")
+            "class Blob(bytes):\n    pass\n"
+            "print([at.route(k, 1009) for k in (Fruit.APPLE, 'apple', Key('pear', 2), ('pear', 2), Blob(b'fig'),"
+            " b'fig')])")
     seen = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
-    enum_route, plain_route, tuple_route, plain_tuple_route = eval(seen[0])
+    enum_route, plain_route, tuple_route, plain_tuple_route, blob_route, plain_bytes_route = ast.literal_eval(seen[0])
     assert seen[0] == seen[1]
-    assert enum_route == plain_route and tuple_route == plain_tuple_route
+    assert enum_route == plain_route and tuple_route == plain_tuple_route and blob_route == plain_bytes_route
 
 
 def test_concat_concatenate_partition_branch_ok_err(run):
