@@ -352,8 +352,8 @@ class OperatorRuntime:
             self._discard_input()
             self._make_room()
             return False
-        if self._waiting is not None or (self._outlets and self.wait_for_room()):
-            return True
+        if self._waiting is not None or (self._outlets and self.activations and self.wait_for_room()):
+            return True  # (never the first activation: the logic declares its kept state there, before any await)
         start = _clock()
         self.activations += 1
         self._accept_frontiers()
