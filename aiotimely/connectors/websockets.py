@@ -42,6 +42,17 @@ def _websockets() -> tuple[_Serve, type[_Connect], type[_ConnectionClosed]]:
 _STOP = object()
 
 
+def _decoded(decode: Callable[[Any], Any], message: Any, where: str) -> Any:
+    """``decode(message)``; if it refuses the message — as malformed (``ValueError``) or nested too deeply to
+    decode (``RecursionError``: JSON nested some thousands deep) — a ``ValueError`` naming ``where`` and the
+    message, truncated."""
+    try:
+        return decode(message)
+    except (ValueError, RecursionError) as e:
+        why = f"nested too deeply ({e})" if isinstance(e, RecursionError) else str(e)
+        raise ValueError(f"{where}: cannot decode {message!r:.200}: {why}") from None
+
+
 async def _stop_when_set(stop: asyncio.Event, queue: asyncio.Queue[Any]) -> None:
     """Once ``stop`` is set, queue the stop sentinel behind the messages already received."""
     await stop.wait()
@@ -65,7 +76,8 @@ def server_source(
     ``ready`` is set once the server listens. In a recoverable dataflow it resumes
     as a live feed: messages received after the snapshot, or while the computation
     was down, are not seen again.
-    A message that ``decode`` refuses fails the computation, naming it.
+    A message that ``decode`` refuses (a ``ValueError``, or a ``RecursionError``: nested too deeply) fails the
+    computation with a ``ValueError`` naming it.
     """
     serve, _, ConnectionClosed = _websockets()
     worker = scope.worker
@@ -90,10 +102,7 @@ def server_source(
                     message = await queue.get()
                     if message is _STOP:
                         return
-                    try:
-                        yield decode(message)
-                    except ValueError as e:
-                        raise ValueError(f"{name} on {host}:{port}: cannot decode {message!r:.200}: {e}") from None
+                    yield _decoded(decode, message, f"{name} on {host}:{port}")
             finally:
                 if watch is not None:
                     watch.cancel()
@@ -109,14 +118,16 @@ def client_source(
     time: TimePolicy | None = None,
     name: str = "WebsocketClient",
 ) -> Stream:
-    """A stream of the messages of the feed at ``url`` (followed by worker 0); it ends when the feed closes."""
+    """A stream of the messages of the feed at ``url`` (followed by worker 0); it ends when the feed closes.
+
+    A message that ``decode`` refuses fails the computation as in :func:`server_source`."""
     _, connect, ConnectionClosed = _websockets()
 
     async def messages() -> AsyncIterator[Any]:
         async with connect(url) as connection:
             try:
                 async for message in connection:
-                    yield decode(message)
+                    yield _decoded(decode, message, f"{name} of {url}")
             except ConnectionClosed:
                 return
 

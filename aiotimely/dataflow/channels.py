@@ -142,7 +142,7 @@ Blame = Callable[[Exception, str, Any], BaseException]
 
 
 ROUTES_KEPT = 1 << 16
-"""How many ``str`` keys an exchange remembers the route of (then it starts over)."""
+"""How many keys (not ``int`` ones) an exchange remembers the route of (then it starts over)."""
 
 
 class ExchangePusher:
@@ -152,7 +152,7 @@ class ExchangePusher:
     activation happened to send the batch).
     """
 
-    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel", "_int_keys")
+    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel", "_int_keys", "_strict")
 
     def __init__(self, key: Callable[[Any], Any], boxes: list[Any], worker: WorkerHandle, channel: Channel,
                  blame: Blame | None = None) -> None:
@@ -162,10 +162,13 @@ class ExchangePusher:
         self._boxes = boxes
         self._peers = len(boxes)
         self._blame = blame
-        self._routes: dict[str, int] = {}
-        """Where ``str`` keys went: a string's route costs a CRC-32, and keys repeat."""
+        self._routes: dict[Any, int] = {}
+        """Where keys other than ``int`` went: a string's route costs a CRC-32 (a date's, a tuple's, more), and
+        keys repeat. Equal keys route alike, so a key found here goes where an equal one went."""
         self._int_keys = False
         """Whether the last batch's keys were ``int``: this batch's are taken to be of the same kind."""
+        self._strict = not all(isinstance(box, Mailbox) for box in boxes)
+        """Whether records leave this process: then a key must route alike in every process, or is refused."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         key, peers, routes = self._key, self._peers, self._routes
@@ -187,7 +190,7 @@ class ExchangePusher:
             else:
                 for record in batch:
                     k = key(record)
-                    to = remembered(k)   # (only a str, or an object equal to one, is found)
+                    to = remembered(k)   # (ints are not remembered, but a key equal to one is found)
                     parts[self._route(k) if to is None else to].append(record)
         except Exception as exc:
             if self._blame is None:
@@ -205,9 +208,9 @@ class ExchangePusher:
                     log.log(MessagesEvent(True, channel, index, target, time, len(part)))
 
     def _route(self, key: Any) -> int:
-        """The route of a key not remembered; a ``str`` key's is remembered."""
-        to = route(key, self._peers)
-        if type(key) is str:
+        """The route of a key not remembered; remembered unless the key is an ``int``."""
+        to = route(key, self._peers, strict=self._strict)
+        if type(key) is not int:
             self._routes[key] = to
         return to
 

@@ -98,3 +98,55 @@ def test_a_server_sink_pushes_to_subscribers_and_survives_one_leaving(run):
     received = run(build)[0]
     assert [m["t"] for m in received["stayer"]] == list(range(20))
     assert [m["t"] for m in received["leaver"]] == list(range(5))
+
+
+NESTED = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("message, why", [("{not json", "Expecting property name"),
+                                          (NESTED, "nested too deeply")])
+def test_a_message_a_server_source_cannot_decode_fails_the_computation_naming_it(run, message, why):
+    """Broken JSON, or JSON nested deeper than the decoder can go (which raises RecursionError, not ValueError):
+    either fails the computation with the same located error, naming the message, truncated."""
+    (port,) = free_ports(1)
+
+    async def build(worker):
+        ready = asyncio.Event()
+        got = []
+        worker.dataflow(lambda s: server_source(s, port=port, ready=ready).inspect(got.append))
+        await ready.wait()
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ws.send(json.dumps({"ok": 1}))
+            await ws.send(message)
+            await worker.step_until_done()
+
+    with pytest.raises(at.DataflowError) as caught:
+        run(build)
+    text = str(caught.value)
+    assert f"WebsocketServer on 127.0.0.1:{port}: cannot decode {message[:20]!r}"[:-1] in text
+    assert why in text and len(text) < 2000
+    cause = caught.value.__cause__
+    assert type(cause) is ValueError and cause.__cause__ is None and cause.__suppress_context__
+
+
+@pytest.mark.parametrize("message, why", [("{not json", "Expecting property name"),
+                                          (NESTED, "nested too deeply")])
+def test_a_message_a_client_source_cannot_decode_fails_the_computation_naming_it(run, message, why):
+    (port,) = free_ports(1)
+
+    async def build(worker):
+        async def feed(ws):
+            await ws.send(json.dumps(1))
+            await ws.send(message)
+            await ws.wait_closed()
+
+        async with serve(feed, "127.0.0.1", port):
+            worker.dataflow(lambda s: client_source(s, f"ws://127.0.0.1:{port}"))
+            await worker.step_until_done()
+
+    with pytest.raises(at.DataflowError) as caught:
+        run(build)
+    text = str(caught.value)
+    assert f"WebsocketClient of ws://127.0.0.1:{port}: cannot decode {message[:20]!r}"[:-1] in text
+    assert why in text and len(text) < 2000
+    assert type(caught.value.__cause__) is ValueError

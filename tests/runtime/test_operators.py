@@ -117,6 +117,52 @@ def test_a_str_enum_member_and_a_named_tuple_route_alike_in_every_process_as_the
     assert enum_route == plain_route and tuple_route == plain_tuple_route and blob_route == plain_bytes_route
 
 
+ROUTED_KEYS = """\
+import datetime as dt, decimal, enum, fractions, ipaddress, pathlib, uuid
+class Color(enum.Enum):
+    RED = 1
+    GREEN = (2, 'g')
+    BLUE = 'blue'
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+utc, east = dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30))
+KEYS = [dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 12, 30), dt.datetime(2024, 2, 29, 12, 30, tzinfo=utc),
+        dt.time(7, 15, 2), dt.time(7, 15, tzinfo=east), dt.timedelta(days=3, seconds=5), east,
+        Color.RED, Color.GREEN, Color.BLUE, Perm.R | Perm.W, frozenset({'a', 'b', 'cd'}), frozenset({b'x', 2}),
+        1.5, -2.0, 1e300, float('inf'), decimal.Decimal('2.50'), fractions.Fraction(1, 3), None, True, 3 + 4j,
+        uuid.UUID('12345678-1234-5678-1234-567812345678'), ipaddress.ip_address('10.0.0.1'),
+        ipaddress.ip_network('10.0.0.0/8'), ipaddress.ip_interface('::1/64'), pathlib.PurePosixPath('a/b'),
+        pathlib.PureWindowsPath('C:/x'), range(3), int, (('day', dt.date(2024, 1, 1)), frozenset({Color.RED, 'x'}))]
+EQUAL = [(dt.datetime(2024, 2, 29, 12, 30, tzinfo=utc), dt.datetime(2024, 2, 29, 18, 0, tzinfo=east)),
+         (frozenset({'a', 'b', 'cd'}), frozenset(['cd', 'b', 'a'])), (-2.0, -2), (decimal.Decimal('2.50'), 2.5),
+         (fractions.Fraction(5, 2), 2.5), (True, 1), (1e300, int(1e300)), (complex(2, 0), 2),
+         (dt.time(7, 15, tzinfo=east), dt.time(1, 45, tzinfo=utc)), ((1, frozenset({2.0})), (1.0, frozenset({2})))]
+"""
+
+
+def test_keys_of_every_standard_value_type_route_alike_in_every_process():
+    """Dates, times, enum members, frozensets, numbers of every kind, UUIDs, addresses, paths: Python's own hash
+    of many of these is salted per process (a date hashes its bytes, an enum member its name), so two processes
+    with different hash seeds must still send each key to the same worker — and equal keys (the same instant in
+    two timezones, 2.5 and Decimal('2.50'), a frozenset in any order) to the same worker too."""
+    code = ROUTED_KEYS + (
+        "import aiotimely as at\n"
+        "assert all(a == b for a, b in EQUAL)\n"
+        "print([at.route(k, 1009) for k in KEYS])\n"
+        "print([i for i, (a, b) in enumerate(EQUAL) if at.route(a, 1009) != at.route(b, 1009)])")
+    seen = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}) for seed in ("1", "2", "3")]
+    for done in seen:
+        assert done.returncode == 0, done.stderr
+    namespace: dict = {}
+    exec(ROUTED_KEYS, namespace)
+    routes, unequal = zip(*([ast.literal_eval(line) for line in done.stdout.splitlines()] for done in seen),
+                          strict=True)
+    assert [key for i, key in enumerate(namespace["KEYS"]) if len({r[i] for r in routes}) > 1] == []
+    assert [namespace["EQUAL"][i] for i in unequal[0]] == []      # (equal keys route alike)
+
+
 def test_concat_concatenate_partition_branch_ok_err(run):
     def make(s, out):
         a, b, c = at.to_stream([1, 2], s), at.to_stream([3], s), at.to_stream([4, 5, 6], s)
