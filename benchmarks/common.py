@@ -1,8 +1,9 @@
-"""What every benchmark shares: repeats and medians, the peers' anchor scripts, tables and JSON.
+"""What every benchmark shares: repeats and medians, running the peers, tables and JSON.
 
-The peers (bytewax, plain Python) run from ``../shared/anchors`` beside the
-repository; bytewax is a bench-only extra (``pip install -e '.[bench]'``). A peer
-that is not installed is reported as skipped, not as a failure.
+The peers are programs in :mod:`benchmarks.peers`, run in processes of their own from
+the repository; everything they read is made by the benchmarks (nothing outside the
+repository is read). bytewax and quixstreams are bench-only extras (``pip install -e
+'.[bench]'``): a peer that is not installed is reported as skipped, not as a failure.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-ANCHORS = Path(os.environ.get("AIOTIMELY_ANCHORS", ROOT.parent / "shared" / "anchors"))
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -60,14 +60,21 @@ def have(module: str) -> bool:
     return True
 
 
-def run_anchor(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> list[dict]:
-    """Run a peer from the anchors folder; return the JSON records it wrote (its ``*_CHECK_DIR``) or printed."""
+def missing(*modules: str) -> str | None:
+    """A one-line note naming the first of ``modules`` not installed (``None``: all are)."""
+    for module in modules:
+        if not have(module):
+            return f"{module} not installed (pip install -e '.[bench]')"
+    return None
+
+
+def run_peer(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> list[dict]:
+    """Run ``python ARGS`` (a peer of :mod:`benchmarks.peers`) from the repository; return the JSON records its
+    workers wrote into ``$PEER_CHECK_DIR`` or, if none, the JSON lines it printed."""
     with tempfile.TemporaryDirectory() as check_dir:
-        full_env = {**os.environ, "PYTHONPATH": str(ANCHORS), **(env or {})}
-        for key in list(full_env):
-            if full_env[key] == "{check_dir}":
-                full_env[key] = check_dir
-        done = subprocess.run([sys.executable, *args], cwd=ANCHORS, env=full_env, capture_output=True,
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        full_env = {**os.environ, "PYTHONPATH": path, "PEER_CHECK_DIR": check_dir, **(env or {})}
+        done = subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True,
                               text=True, timeout=timeout)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-2000:]}")

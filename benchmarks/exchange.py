@@ -1,13 +1,12 @@
 """Benchmark ``exchange``: records per second from one process to another, against raw asyncio TCP.
 
 aiotimely: 2 processes x 1 worker; worker 0 sends 2,000,000 ``(str, int)`` records
-(1,000-record batches, the words of the anchors' corpus, a worker round every 50
-batches), exchanged to worker 1,
-which counts them; timed on worker 0 from the first record to the dataflow's
-completion (which needs worker 1's acknowledgement). Peer, in the same run:
-``../shared/anchors/tcp_bench.py throughput --mode e2e`` — 2,000 frames of the same
-1,000 records, msgpack-packed and unpacked over asyncio streams. Both on uvloop
-(when installed) and on asyncio.
+(1,000-record batches: the words of the corpus's first line, each with a number; a
+worker round every 50 batches), exchanged to worker 1, which counts them; timed on
+worker 0 from the first record to the dataflow's completion (which needs worker 1's
+acknowledgement). Peer, in the same run: :mod:`benchmarks.peers.tcp_raw` — 2,000
+frames of the same 1,000 records, msgpack-packed and unpacked over asyncio streams
+between two processes. Both on uvloop (when installed) and on asyncio.
 
     python -m benchmarks.exchange [--quick] [--repeats 3]
 """
@@ -17,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -26,25 +24,16 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, ROOT, command_line, have, save, stats, table
+from .common import ROOT, command_line, have, run_peer, save, stats, table
+from .peers.tcp_raw import records as frame_records
 
 RECORDS = 2_000_000
-
-
-def records(n: int) -> list[tuple[str, int]]:
-    words = "the quick brown fox jumps over the lazy dog".split()
-    corpus = os.path.join(tempfile.gettempdir(), "aiotimely-anchors", "corpus.txt")
-    if os.path.exists(corpus):
-        with open(corpus) as f:
-            words = f.readline().split()[:1000]
-    rng = random.Random(11)
-    return [(words[i % len(words)], rng.randrange(1_000_000)) for i in range(n)]
 
 
 async def build(worker: at.Worker) -> None:
     """Worker 0 sends; worker 1 receives. Prints one JSON line from worker 0."""
     n = int(os.environ.get("EXCHANGE_RECORDS", RECORDS))
-    batch = records(1000)
+    batch = frame_records()
     inp = at.InputHandle()
     received = [0]
     worker.dataflow(lambda s: inp.to_stream(s).exchange(lambda r: 1)
@@ -85,12 +74,11 @@ def aiotimely_exchange(n: int, loop: str) -> tuple[float, int]:
     return result["seconds"], result["records"]
 
 
-def tcp_bench(loop: str, frames: int, rounds: int) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([sys.executable, str(ANCHORS / "tcp_bench.py"), "throughput", "--loop", loop, "--mode", "e2e",
-                        "--frames", str(frames), "--rounds", str(rounds), "--json", out.name],
-                       cwd=ANCHORS, check=True, capture_output=True, timeout=600)
-        return json.loads(open(out.name).read())
+def tcp_raw(loop: str, frames: int, rounds: int) -> dict[str, Any]:
+    """The peer: raw asyncio TCP + msgpack, ``rounds`` rounds of ``frames`` frames of 1,000 records."""
+    report: dict[str, Any] = run_peer(["-m", "benchmarks.peers.tcp_raw", "--loop", loop, "--frames", str(frames),
+                                       "--rounds", str(rounds)])[-1]
+    return report
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -110,11 +98,10 @@ def main(argv: list[str] | None = None) -> dict:
         s = stats(ours)
         rows.append((f"aiotimely 2 processes ({loop})", s, "exchange to the other process, to completion"))
         results["runs"][f"aiotimely ({loop})"] = s
-        if (ANCHORS / "tcp_bench.py").exists():
-            peer = tcp_bench(loop, n // 1000, repeats)
-            ps = stats(peer["round_s"])
-            rows.append((f"raw asyncio TCP + msgpack ({loop})", ps, "tcp_bench.py throughput --mode e2e"))
-            results["runs"][f"raw ({loop})"] = ps
+        peer = tcp_raw(loop, n // 1000, repeats)
+        ps = stats(peer["round_s"])
+        rows.append((f"raw asyncio TCP + msgpack ({loop})", ps, "benchmarks.peers.tcp_raw"))
+        results["runs"][f"raw ({loop})"] = ps
     baseline = f"raw asyncio TCP + msgpack ({loops[0]})"
     print(table(f"exchange: {n:,} (str, int) records between 2 processes; median of {repeats}", rows, n,
                 "records/s", baseline if any(r[0] == baseline for r in rows) else rows[0][0]))

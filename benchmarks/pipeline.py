@@ -14,7 +14,7 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import command_line, have, in_process_seconds, repeat, run_anchor, save, table, timed
+from .common import command_line, have, in_process_seconds, missing, repeat, run_peer, save, table, timed
 
 N = 2_000_000
 
@@ -66,7 +66,7 @@ def plain_loop(n: int) -> tuple[float, tuple[int, int]]:
 
 
 def bytewax_pipeline(batch: int) -> tuple[float, tuple[int, int]]:
-    records = run_anchor(["-m", "bytewax.run", f"bw_trivial:build({batch})"], env={"TRIV_CHECK_DIR": "{check_dir}"})
+    records = run_peer(["-m", "bytewax.run", f"benchmarks.peers.bytewax_flows:pipeline({batch})"])
     return in_process_seconds(records), (sum(r["items"] for r in records), sum(r["sum"] for r in records))
 
 
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
             rows.append(("bytewax 0.21.1, batch 1", s, "one run"))
             results["runs"]["bytewax 0.21.1, batch 1"] = s
     else:
-        rows.append(("bytewax 0.21.1", {}, "not installed (pip install -e '.[bench]')" if n == N else "quick mode"))
+        rows.append(("bytewax 0.21.1", {}, missing("bytewax") or "quick mode"))
     baseline = "bytewax 0.21.1, batch 1000" if "bytewax 0.21.1, batch 1000" in results["runs"] else "plain Python loop"
     print(table(f"pipeline: {n:,} ints, map(+1) -> filter(even) -> sink; median of {repeats}", rows, n,
                 "ints/s", baseline))

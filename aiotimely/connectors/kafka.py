@@ -9,8 +9,9 @@ at a time given by ``time=``: ``"poll"`` (each poll of a worker the next integer
 time), ``"offset"`` (the offset itself, or ``offset // offset_bucket``), or
 ``"timestamp"`` / a function of the record (event time, with bounded ``lateness``,
 tracked per partition: time moves on once every partition of the worker is past it;
-a record later than its partition allows is given its partition's earliest open
-time).
+a record later than its partition allows is, by ``late=``, dropped, counted and logged
+(``"drop"``, the default), given its partition's earliest open time (``"clamp"``), or an
+error (``"error"``): see :class:`~aiotimely.connectors.EventTime`).
 
 With ``commit=probe`` (a :class:`~aiotimely.ProbeHandle` placed where records are
 finished with, typically after :func:`sink`), a partition's offset is committed
@@ -36,7 +37,7 @@ from zlib import crc32
 from ..comm.codec import register_type
 from ..dataflow.input import SourceStopped
 from ..dataflow.input import source as _source
-from .aiter import EventTime
+from .aiter import LATE_POLICIES, EventTime
 from .positions import SourcePart, SourcePositions
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def source(
     time: str | Callable[[KafkaRecord], int] = "poll",
     offset_bucket: int = 1,
     lateness: int = 0,
+    late: str = "drop",
     commit: ProbeHandle | None = None,
     commit_interval: float = 0.5,
     partitions: list[int] | None = None,
@@ -122,14 +124,22 @@ def source(
     aiokafka = _aiokafka()
     worker = scope.worker
     new = tuple.__new__  # KafkaRecord(...) costs twice as much: NamedTuple's __new__ is Python code
+    time_of: Callable[[KafkaRecord], int] = time if callable(time) else (lambda r: r.timestamp)
     if time not in ("poll", "offset", "timestamp") and not callable(time):
         raise ValueError(f"{name}: time must be 'poll', 'offset', 'timestamp' or a function, not {time!r}")
+    if late not in LATE_POLICIES:
+        raise ValueError(f"{name}: late must be 'drop', 'clamp' or 'error', not {late!r}")
+
+    def event_time_of(partition: int) -> EventTime:
+        policy = EventTime(time_of, lateness, late=late)
+        policy.attach(f"kafka.source {name!r} (topic {topic!r}, partition {partition}) in {scope.describe()}, "
+                      f"worker {worker.index}")
+        return policy
 
     async def logic(output: OperatorOutput, cap: Capability) -> None:
         consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group_id,
                                              enable_auto_commit=False, auto_offset_reset="earliest")
         event_time = time == "timestamp" or callable(time)
-        time_of: Callable[[KafkaRecord], int] = time if callable(time) else (lambda r: r.timestamp)
         start = output.resume_time()
         mine: list[SourcePart] = []
         positions = SourcePositions(output, mine)
@@ -146,7 +156,7 @@ def source(
                 known = sorted(found or [])
                 if not known:
                     raise ValueError(f"{name}: topic {topic!r} has no partitions at {bootstrap}")
-            mine.extend(SourcePart(p, EventTime(time_of, lateness) if event_time else None)
+            mine.extend(SourcePart(p, event_time_of(p) if event_time else None)
                         for p in known if p % worker.peers == worker.index)
             if not mine:
                 positions.finish()
@@ -238,7 +248,8 @@ def source(
                         groups.setdefault(t, []).extend(group)
                         if positions.every is not None:
                             part.sent(t, group)
-                    latest[number] = max(t for t, _ in times)
+                    if times:  # (none if every record of the partition's poll was late, and dropped)
+                        latest[number] = max(t for t, _ in times)
                 held.clear()
                 for t in sorted(groups):
                     with cap.delayed(t) as at_t:
@@ -275,6 +286,9 @@ def source(
                 if idle_timeout is not None and _time.monotonic() - last_record > idle_timeout:
                     break
             forget()
+            for p in mine:
+                if p.policy is not None:
+                    p.policy.finish()
             positions.finish()
             cap.drop()
             if positions.every is not None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
 import aiotimely as at
 from aiotimely.connectors import EventTime, EveryBatch, WallClock, from_aiter, to_async
+from aiotimely.connectors import aiter as aiter_module
 
 
 async def bursts(n_bursts: int, size: int, pause: float = 0.01):
@@ -71,6 +73,7 @@ def test_wall_clock_time_moves_on_while_nothing_arrives(run):
 @pytest.mark.parametrize("late, expected", [
     ("clamp", {5: [5], 6: [6], 7: [7, 3], 8: [8]}),    # 3 comes too late: given the earliest open time, 7
     ("drop", {5: [5], 6: [6], 7: [7], 8: [8]}),
+    (None, {5: [5], 6: [6], 7: [7], 8: [8]}),           # the default: drop
 ])
 def test_event_time_with_bounded_lateness(run, late, expected):
     async def events():
@@ -78,7 +81,7 @@ def test_event_time_with_bounded_lateness(run, late, expected):
             yield t
             await asyncio.sleep(0.005)
 
-    policy = EventTime(lambda r: r, lateness=1, late=late)
+    policy = EventTime(lambda r: r, lateness=1) if late is None else EventTime(lambda r: r, lateness=1, late=late)
 
     def build(worker):
         got = []
@@ -90,7 +93,103 @@ def test_event_time_with_bounded_lateness(run, late, expected):
     for t, xs in got:
         merged.setdefault(t, []).extend(xs)
     assert merged == expected
-    assert policy.late_records == (1 if late == "drop" else 0)
+    assert policy.late_records == (0 if late == "clamp" else 1)
+
+
+async def late_by_more_than_two():
+    for t in (10, 20, 3):               # 3 comes after 20: 15 units late, with 2 allowed
+        yield t
+        await asyncio.sleep(0.005)      # (each record a batch of its own)
+
+
+def tumbling_windows(run, policy, iterator=late_by_more_than_two):
+    """The windows of 5 units of event time, and what each collected."""
+    def build(worker):
+        got = []
+        worker.dataflow(lambda s: from_aiter(s, iterator(), time=policy, name="Clicks")
+                        .window(at.Tumbling(5), at.Agg.collect()).inspect(got.append), name="late data")
+        return got
+
+    return sorted(r for results in run(build) for r in results)
+
+
+def late_warnings(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == "aiotimely.connectors" and r.levelno == logging.WARNING and "late record" in r.getMessage()]
+
+
+def test_event_time_drops_late_records_by_default_and_says_so(run, caplog):
+    policy = EventTime(lambda r: r, lateness=2)
+    assert policy.late == "drop"                                 # as window(time=...)'s default
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors"):
+        windows = tumbling_windows(run, policy)
+    assert windows == [((10, 15), [10]), ((20, 25), [20])]     # 3 is in no window: not in (0, 5), not in (15, 20)
+    assert policy.late_records == 1                              # counted
+    [warning] = late_warnings(caplog)                            # and logged, naming the source, dataflow, worker
+    assert "from_aiter 'Clicks' in dataflow 'late data', worker 0" in warning
+    assert "event time 3" in warning and "late='clamp'" in warning
+
+
+def test_event_time_clamps_late_records_only_when_asked(run, caplog):
+    policy = EventTime(lambda r: r, lateness=2, late="clamp")
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors"):
+        windows = tumbling_windows(run, policy)
+    assert windows == [((10, 15), [10]), ((15, 20), [3]), ((20, 25), [20])]    # 3 re-timed to 18, as asked
+    assert policy.late_records == 0 and late_warnings(caplog) == []
+
+
+def test_event_time_gives_a_late_record_no_time():
+    policy = EventTime(lambda r: r, lateness=2)
+    assert policy.times([10]) == [(10, [10])] and policy.times([20]) == [(20, [20])]
+    assert policy.times([3]) == [] and policy.current() == 18 and policy.late_records == 1
+
+
+async def many_late():
+    yield 100
+    await asyncio.sleep(0.005)
+    for _ in range(3):                  # three batches of 50 late records
+        for t in range(50):
+            yield t
+        await asyncio.sleep(0.005)
+
+
+def test_late_records_are_logged_at_the_first_then_at_most_once_an_interval(run, caplog, monkeypatch):
+    monkeypatch.setattr(aiter_module, "LATE_LOG_INTERVAL", 3600.0)
+    policy = EventTime(lambda r: r)
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors"):
+        windows = tumbling_windows(run, policy, many_late)
+    assert windows == [((100, 105), [100])] and policy.late_records == 150
+    first, end = late_warnings(caplog)
+    assert "dropped 50 late records" in first and "event time 0" in first      # the first batch with some
+    assert "150 late records dropped in all" in end                            # the count, when the source ends
+
+
+def test_late_records_logged_every_interval_give_the_running_count(run, caplog, monkeypatch):
+    monkeypatch.setattr(aiter_module, "LATE_LOG_INTERVAL", 0.0)
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors"):
+        tumbling_windows(run, EventTime(lambda r: r), many_late)
+    warnings = late_warnings(caplog)
+    assert len(warnings) == 3                                    # each batch's (none left to say at the end)
+    assert "dropped 50 late records" in warnings[0]
+    assert "100 late records dropped so far" in warnings[1] and "150 late records dropped so far" in warnings[2]
+
+
+def test_a_partitioned_source_counts_the_late_records_of_every_worker(run, caplog):
+    async def part(index, peers):
+        yield 100 + index
+        await asyncio.sleep(0.005)
+        yield index                     # late, on each worker
+
+    policy = EventTime(lambda r: r)
+
+    def build(worker):
+        worker.dataflow(lambda s: from_aiter(s, part, time=policy, name="Parts"), name="parts")
+
+    with caplog.at_level(logging.WARNING, logger="aiotimely.connectors"):
+        run(build, workers=2)
+    assert policy.late_records == 2     # the policy given counts for the copies each worker used
+    assert sorted(w.split(":")[0] for w in late_warnings(caplog)) == [
+        "from_aiter 'Parts' in dataflow 'parts', worker 0", "from_aiter 'Parts' in dataflow 'parts', worker 1"]
 
 
 def test_event_time_can_refuse_late_records(run):

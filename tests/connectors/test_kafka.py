@@ -128,6 +128,34 @@ def test_record_times_follow_the_chosen_policy(broker, mode):
         assert all(isinstance(t, int) for t, _ in seen)
 
 
+@pytest.mark.parametrize("late", [None, "clamp"])
+def test_a_late_record_is_dropped_counted_and_logged_unless_clamp_is_asked(broker, caplog, late):
+    broker.create_topic("late", partitions=1)
+    asyncio.run(produce(broker.bootstrap, "late", [b"10", b"20"], partitions=1))
+    options = {} if late is None else {"late": late}
+
+    async def build(worker):
+        seen = []
+        probe = worker.dataflow(lambda s: kafka.source(s, broker.bootstrap, "late", group_id="l", lateness=2,
+                                                       time=lambda r: int(r.value), idle_timeout=1.0, **options)
+                                .inspect_time(lambda t, r: seen.append((t, int(r.value)))).probe(), name="late")
+        await worker.step_while(lambda: probe.less_than(18))          # 20 read: times before 18 are complete
+        await produce(broker.bootstrap, "late", [b"3"], partitions=1)
+        await worker.step_until_done()
+        return seen
+
+    with caplog.at_level("WARNING", logger="aiotimely.connectors"):
+        seen = at.execute(build)[0]
+    warnings = [r.getMessage() for r in caplog.records if "late record" in r.getMessage()]
+    if late is None:
+        assert sorted(seen) == [(10, 10), (20, 20)]
+        [warning] = warnings
+        assert warning.startswith("kafka.source 'KafkaSource' (topic 'late', partition 0) in dataflow 'late', "
+                                  "worker 0: dropped 1 late record (the first at event time 3")
+    else:
+        assert sorted(seen) == [(10, 10), (18, 3), (20, 20)] and warnings == []
+
+
 def test_a_killed_pipeline_restarts_from_its_commits_without_loss(broker):
     broker.create_topic("in")
     broker.create_topic("out")
