@@ -34,7 +34,8 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY
-from .execution import DID_NOT_DRAIN, DRAINED, STOPPED, _Parser, add_options, execute, execute_options, parse_args
+from .execution import (DID_NOT_DRAIN, DRAINED, STOPPED, SUSPENDED, _Parser, add_options, execute, execute_options,
+                        parse_args)
 from .execution import stop_grace
 from .launch import free_ports, load_target
 
@@ -96,11 +97,13 @@ class _Launch:
         """One line for the whole computation: stopped by which signal, and whether every process drained."""
         name = signal.Signals(self.signals[0]).name
         problems = []
+        suspended = False
         for i in sorted(codes):
             line, code = self.stop_lines.get(i), codes[i]
             if line is not None:
                 _, _, outcome = line.partition(" by ")
                 _, _, outcome = outcome.partition(" ")
+                suspended = suspended or outcome == SUSPENDED
                 if outcome.startswith(DID_NOT_DRAIN):
                     problems.append(f"process {i}: {outcome[len(DID_NOT_DRAIN):]}")
             elif i in self.killed:
@@ -109,7 +112,7 @@ class _Launch:
                 problems.append(f"process {i} exited with status {code}")
         n = len(codes)
         if not problems:
-            return f"{STOPPED}by {name} {DRAINED} ({n} process{'es' if n > 1 else ''})"
+            return f"{STOPPED}by {name} {SUSPENDED if suspended else DRAINED} ({n} process{'es' if n > 1 else ''})"
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         return f"{STOPPED}by {name} {DID_NOT_DRAIN}{problems[0]}{more}"
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, NoReturn, Sequence, TypeVar, overload
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
 from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY, TLSOption
+from .dataflow.input import InputHandle
 from .dataflow.scope import BuildContext, Dataflow, Scope
 from .dataflow.state import StateStore
 from .errors import ClusterError
@@ -33,6 +34,7 @@ from .worker import Computation, Scheduler, WorkerStatistics
 from .worker.computation import Halted
 from .worker.logging import LogRegistry
 from .worker.loop import run
+from .worker.watchdog import RunawayStop, Watchdog
 
 __all__ = ["Worker", "execute", "execute_async", "execute_from_args", "parse_args", "execute_options", "add_options",
            "stop_grace", "STOP_GRACE"]
@@ -51,7 +53,8 @@ class Worker:
 
     def __init__(self, index: int = 0, peers: int = 1, *, computation: Computation | None = None,
                  recovery: StateStore | None = None) -> None:
-        self._scheduler = Scheduler(index, peers, computation or Computation(peers))
+        self._scheduler = Scheduler(index, peers,
+                                    computation or Computation(peers, recoverable=recovery is not None))
         self._recovery = recovery
         self._served: list[Served] = []
 
@@ -83,6 +86,11 @@ class Worker:
         ``name`` is what errors and logs call it; by default, the name of ``fn`` (if it has one), else
         ``dataflow-N``. ``timestamp`` is the dataflow's timestamp type (``int`` by default).
         """
+        if fn is not None and not callable(fn):
+            hint = (": feed an InputHandle by building with it, worker.dataflow(lambda scope: "
+                    "inp.to_stream(scope)...)" if isinstance(fn, InputHandle) else "")
+            raise TypeError(f"worker.dataflow(fn) takes a function fn(scope) that builds the dataflow, not "
+                            f"{type(fn).__name__} {fn!r}{hint}")
         scheduler = self._scheduler
         index = scheduler.new_dataflow_index()
         if name is None:
@@ -239,10 +247,19 @@ def execute(
 
     Ctrl-C (SIGINT) or SIGTERM, when the program has not taken them over, stops it gracefully: the sources
     end, the builds still running are cancelled, the inputs close and the dataflows drain what they hold
-    (a final snapshot, committed Kafka offsets) for up to :data:`STOP_GRACE` seconds; a second signal stops
-    it at once. Then one line on stderr says how it went, and ``SystemExit`` ends the program with status
+    (committed Kafka offsets) for up to :data:`STOP_GRACE` seconds; with ``recovery`` the dataflows are
+    suspended instead, at a final snapshot that a restart resumes from (no window closes early); a second
+    signal stops it at once. Then one line on stderr says how it went, and ``SystemExit`` ends the program with status
     130 (SIGINT) or 143 (SIGTERM). See docs/cli.md.
     """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        raise RuntimeError("aiotimely.execute() runs an event loop of its own, and this thread runs one already: "
+                           "inside async code use 'await aiotimely.execute_async(build, ...)' (same arguments), "
+                           "or 'async with aiotimely.Worker() as worker:'")
     stop = _Stop(_stop_signals())
     try:
         result: list[Any] = run(_execute(build, workers, processes, process, addresses, secret=secret,
@@ -254,6 +271,11 @@ def execute(
             raise
         print(stop.line(), file=sys.stderr, flush=True)
         raise SystemExit(128 + stop.signals[0]) from None
+    except RunawayStop as runaway:
+        print(f"{STOPPED}by {signal.Signals(runaway.signum).name} at once: {runaway.message}: the event loop was "
+              "not free to stop gracefully (an operator's logic that loops must await, e.g. "
+              "'await asyncio.sleep(0)'); its cleanup did not run", file=sys.stderr, flush=True)
+        raise SystemExit(runaway.code) from None
     return result
 
 
@@ -294,10 +316,10 @@ async def _execute(build: Callable[[Worker], Any], workers: int, processes: int,
     """The computation of :func:`execute` and :func:`execute_async`. Cancelling the task that runs it asks it to
     stop: before the workers run, at once; then gracefully (:func:`_wait_draining`); it ends with the
     ``CancelledError`` either way, and ``stop`` says how it went."""
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    if processes < 1 or not 0 <= process < processes:
-        raise ValueError(f"process {process} of {processes} processes does not exist")
+    _check_shape(workers, processes, process)
+    if not callable(build):
+        raise TypeError(f"execute(build, ...) takes a function build(worker) that builds the worker's dataflows, "
+                        f"not {type(build).__name__} {build!r}")
     event_loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -311,6 +333,19 @@ async def _execute(build: Callable[[Worker], Any], workers: int, processes: int,
         raise
     finally:
         stop.uninstall(event_loop, handled)
+
+
+def _check_shape(workers: Any, processes: Any, process: Any) -> None:
+    """Refuse a number of workers, processes or a process index that is not a fitting int, saying which."""
+    for what, value, least in (("workers", workers, 1), ("processes", processes, 1), ("process", process, 0)):
+        if type(value) is not int:
+            raise TypeError(f"{what} must be an int, not {type(value).__name__} {value!r}"
+                            + (f" (use {int(value)})" if isinstance(value, str) and value.strip().isdigit() else ""))
+        if value < least:
+            raise ValueError(f"{what} must be at least {least}, not {value}")
+    if process >= processes:
+        raise ValueError(f"process {process} of {processes} processes does not exist (process is an index: "
+                         f"0..{processes - 1})")
 
 
 async def _start(build: Callable[[Worker], Any], workers: int, processes: int, process: int,
@@ -335,10 +370,11 @@ async def _start(build: Callable[[Worker], Any], workers: int, processes: int, p
         except BaseException:
             await cluster.close()
             raise
-        computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True)
+        computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True,
+                                  recoverable=recovery is not None)
         cluster.on_failure = computation.fail
     else:
-        computation = Computation(workers)
+        computation = Computation(workers, recoverable=recovery is not None)
     return await _run_workers(build, computation, cluster, process, workers, processes, recovery,
                               metrics_port, ui_port, stop)
 
@@ -391,8 +427,8 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
                         raise asyncio.CancelledError()
                     result = await result
                 except asyncio.CancelledError:
-                    if not computation.stopping or me.cancelling() > 1:
-                        raise  # (stopped hard)
+                    if not computation.stopping or computation.suspending or me.cancelling() > 1:
+                        raise  # (stopped hard, or suspended: an input closed now would end open windows)
                     me.uncancel()  # the stop ended the build (_wait_draining): its inputs close as any build's do
                     result = None
                 finally:
@@ -410,7 +446,11 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
     try:
         served = await _serve([w._scheduler for w in members], process, cluster, metrics_port, ui_port)
         tasks = [asyncio.ensure_future(run_worker(w)) for w in members]
-        stopped = await _wait_draining(tasks, computation, builds, early=stop.early)
+        stopped = await _wait_draining(tasks, computation, builds, early=stop.early, cluster=cluster)
+        if stopped is _SUSPENDED:
+            drained = True  # (every peer took its final snapshots too: nothing to tell them)
+            stop.suspended = True
+            raise asyncio.CancelledError()
         error = computation.error or _failure(tasks)
         if error is not None:
             raise error
@@ -446,41 +486,92 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
             await cluster.close()
 
 
+_SUSPENDED = "suspended"
+"""What :func:`_wait_draining` returns when a recoverable computation stopped at its final snapshots."""
+
+
 async def _wait_draining(tasks: list[asyncio.Task[Any]], computation: Computation,
-                         builds: set[asyncio.Task[Any]], *, early: bool = False) -> bool:
-    """Wait until every worker's task has ended; return whether a stop was asked for meanwhile.
+                         builds: set[asyncio.Task[Any]], *, early: bool = False,
+                         cluster: Cluster | None = None) -> bool | str:
+    """Wait until every worker's task has ended; return whether a stop was asked for meanwhile, or
+    :data:`_SUSPENDED` once a recoverable computation asked to stop has its final snapshots.
 
     A cancellation of the task waiting here (a signal, or the caller's own) asks the computation to stop. The
     first one stops it gracefully: the sources end (:meth:`Computation.request_stop`), the builds still running
-    are cancelled, which closes their inputs, and the dataflows drain what they hold and complete. Another
-    one, or the end of the grace period, stops it hard (:class:`Halted`). ``early``: the stop was asked for
-    before the workers ran."""
+    are cancelled, which closes their inputs, and the dataflows drain what they hold and complete. A recoverable
+    computation is suspended instead (:func:`_suspend`): nothing ends, and the workers stop where they are once
+    every dataflow's final snapshot is complete everywhere. Another cancellation, or the end of the grace
+    period, stops it hard (:class:`Halted`). ``early``: the stop was asked for before the workers ran."""
     loop = asyncio.get_running_loop()
     asked = 0
     deadline: float | None = None
     grace = stop_grace()
+    suspension: asyncio.Task[None] | None = None   # while it is waited for
+    suspensions: list[asyncio.Task[None]] = []     # (owned here: cancelled when the wait ends)
+
+    def stop_gracefully() -> None:
+        nonlocal deadline, suspension
+        computation.request_stop()
+        if computation.suspending:
+            suspension = asyncio.ensure_future(_suspend(computation, cluster))
+            suspensions.append(suspension)
+        else:
+            for building in list(builds):
+                building.cancel()
+        deadline = loop.time() + grace
+
     if early:
         asked = 1
-        computation.request_stop()
-        deadline = loop.time() + grace
-    while True:
-        try:
-            _, pending = await asyncio.wait(tasks, timeout=None if deadline is None
-                                            else max(0.0, deadline - loop.time()))
-            if not pending:
-                return asked > 0
-            _halt(computation, tasks, f"the grace period ended ({grace:g} s, AIOTIMELY_STOP_GRACE)")
-            deadline = None
-        except asyncio.CancelledError:
-            asked += 1
-            if asked == 1:
-                computation.request_stop()
-                for building in list(builds):
-                    building.cancel()
-                deadline = loop.time() + grace
+        stop_gracefully()
+    try:
+        while True:
+            try:
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                if suspension is None:
+                    _, pending = await asyncio.wait(tasks, timeout=timeout)
+                    if not pending:
+                        return asked > 0
+                    _halt(computation, tasks, f"the grace period ended ({grace:g} s, AIOTIMELY_STOP_GRACE)")
+                    deadline = None
+                    continue
+                live = [task for task in tasks if not task.done()]
+                done, _ = await asyncio.wait([suspension, *live], timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if all(task.done() for task in tasks):
+                    return asked > 0  # (the dataflows completed meanwhile)
+                if suspension.done():
+                    failed = computation.error or suspension.exception()
+                    if failed is None:
+                        return _SUSPENDED
+                    computation.fail(failed)  # (a peer failed before it said goodbye): the workers stop on it
+                    suspension = None
+                elif not done:
+                    _halt(computation, tasks, f"the grace period ended ({grace:g} s, AIOTIMELY_STOP_GRACE)")
+                    deadline = None
+                    suspension = None
+            except asyncio.CancelledError:
+                asked += 1
+                if asked == 1:
+                    stop_gracefully()
+                else:
+                    _halt(computation, tasks, "asked to stop a second time")
+                    deadline = None
+    finally:
+        for task in suspensions:
+            if task.done():
+                if not task.cancelled():
+                    task.exception()  # (said already, as the computation's failure)
             else:
-                _halt(computation, tasks, "asked to stop a second time")
-                deadline = None
+                task.cancel()
+
+
+async def _suspend(computation: Computation, cluster: Cluster | None) -> None:
+    """A recoverable computation asked to stop: wait until every dataflow's final snapshot is complete
+    everywhere, and (over several processes) until every other process says it has its own too: the workers
+    go on running meanwhile, as the peers' snapshots need them."""
+    await computation.final_snapshots()
+    if cluster is not None:
+        await cluster.say_goodbye()
 
 
 def _halt(computation: Computation, tasks: list[asyncio.Task[Any]], reason: str) -> None:
@@ -524,6 +615,10 @@ class _Stop:
         """Why the dataflows did not drain (``None``: they did, or had not started)."""
         self.early = False
         """The stop was asked for while the processes were connecting."""
+        self.suspended = False
+        """The dataflows keep snapshots: they stopped at a final snapshot, complete everywhere (not drained)."""
+        self.watchdog: Watchdog | None = None
+        """Forces the stop when an operator never yields (see :mod:`aiotimely.worker.watchdog`)."""
 
     def install(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> list[int]:
         handled = []
@@ -533,9 +628,15 @@ class _Stop:
             except (NotImplementedError, RuntimeError, ValueError):  # (not on this platform or loop)
                 continue
             handled.append(sig)
+        if handled:
+            self.watchdog = Watchdog(loop, handled)
+            self.watchdog.install()
         return handled
 
     def uninstall(self, loop: asyncio.AbstractEventLoop, handled: list[int]) -> None:
+        if self.watchdog is not None:
+            self.watchdog.uninstall()
+            self.watchdog = None
         for sig in handled:
             loop.remove_signal_handler(sig)
 
@@ -546,7 +647,7 @@ class _Stop:
     def outcome(self) -> str:
         if self.reason is not None:
             return f"{DID_NOT_DRAIN}{self.reason}"
-        return DRAINED
+        return SUSPENDED if self.suspended else DRAINED
 
     def line(self) -> str:
         """The line that says it: ``aiotimely: stopped by SIGINT after the dataflows drained``, or why they did not."""
@@ -556,6 +657,7 @@ class _Stop:
 
 STOPPED = "aiotimely: stopped "
 DRAINED = "after the dataflows drained"
+SUSPENDED = "at a final snapshot (a restart with the same recovery directory resumes from it)"
 DID_NOT_DRAIN = "before the dataflows drained: "
 
 
@@ -576,8 +678,23 @@ async def _drain(scheduler: Scheduler) -> None:
     for one worker of an application); say in one logged line if the dataflows did not drain."""
     computation = scheduler.computation
     computation.request_stop()
-    scheduler.end_build()
     grace = stop_grace()
+    if computation.suspending:  # recoverable: nothing ends; stop once the final snapshots are complete
+        taking = asyncio.ensure_future(computation.final_snapshots())
+        try:
+            await asyncio.wait([taking], timeout=grace)
+        except asyncio.CancelledError:  # cancelled again: stop at once
+            pass
+        if not taking.done():
+            taking.cancel()
+            log.warning("%s(its task was cancelled) before its final snapshots were complete: the grace period "
+                        "ended (%g s, AIOTIMELY_STOP_GRACE); a restart resumes from the latest complete one",
+                        STOPPED, grace)
+        elif taking.exception() is not None:
+            log.warning("%s(its task was cancelled) before its final snapshots were complete: %s", STOPPED,
+                        _reason(taking.exception() or Exception(), started=True))
+        return
+    scheduler.end_build()
     waiting = asyncio.ensure_future(scheduler.step_until_done())
     try:
         await asyncio.wait([waiting], timeout=grace)

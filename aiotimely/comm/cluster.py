@@ -258,16 +258,23 @@ class Cluster(LinkHandler):
 
     async def finish(self) -> None:
         """This process is done: say goodbye, wait for every peer's goodbye, and close."""
-        for conn in list(self.connections.values()):
-            conn.send(encode_frame(Kind.BYE))
-        self._bye_waiter = asyncio.get_running_loop().create_future()
-        self._check_byes()
-        if self.error is not None:
-            raise self.error
         try:
-            await self._bye_waiter
+            await self.say_goodbye()
         finally:
             await self.close()
+
+    async def say_goodbye(self) -> None:
+        """Say goodbye to every peer and wait for each one's, the links still open: what is sent meanwhile is
+        delivered both ways (a suspended computation's processes run on until every one of them has its
+        final snapshots)."""
+        if self._bye_waiter is None:
+            for conn in list(self.connections.values()):
+                conn.send(encode_frame(Kind.BYE))
+            self._bye_waiter = asyncio.get_running_loop().create_future()
+            self._check_byes()
+        if self.error is not None:
+            raise self.error
+        await asyncio.shield(self._bye_waiter)
 
     def _check_byes(self) -> None:
         waiter = self._bye_waiter
@@ -370,10 +377,16 @@ class ClusterFabric(LocalFabric):
     """Mailboxes for this process's workers, and senders for the other processes' workers.
 
     Channels are ``(dataflow, channel)`` pairs of ints, as frames carry them.
+
+    Once every worker of this process is done with a dataflow, its channels' codecs and senders go with its
+    mailboxes, and frames that still arrive for it are dropped (counted in :attr:`late`): another process may
+    send a progress batch after this one's workers saw the dataflow complete (one that changes nothing they
+    need), or credit for batches this process sent. Nothing else can arrive for a complete dataflow: a batch of
+    records in flight keeps it incomplete on the worker it goes to until that worker has taken it.
     """
 
     def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster.processes * cluster.workers, codec=cluster.codec)
+        super().__init__(cluster.processes * cluster.workers, codec=cluster.codec, workers=cluster.workers)
         self.cluster = cluster
         self.first = cluster.index * cluster.workers
         self.local = range(self.first, self.first + cluster.workers)
@@ -383,11 +396,17 @@ class ClusterFabric(LocalFabric):
         self._waiting: dict[Channel, list[tuple[Link, Frame]]] = {}
         self._remote: dict[tuple[Channel, int, int], _RemoteMailbox] = {}
         self._owing: dict[tuple[Channel, int], _CountedMailbox] = {}
+        self._codecs_of: dict[int, list[Channel]] = {}
+        self._remote_of: dict[int, list[tuple[Channel, int, int]]] = {}
+        self.late = 0
+        """Frames dropped because they arrived for a dataflow this process was done with."""
 
     def _new_mailbox(self) -> Mailbox:
         return _CountedMailbox(self.pressure.mailbox_high)
 
     def register(self, channel: Channel, codec: ChannelCodec) -> None:
+        if channel not in self._codecs:
+            self._codecs_of.setdefault(channel[0], []).append(channel)
         self._codecs[channel] = codec
         for conn, frame in self._waiting.pop(channel, ()):
             try:
@@ -412,6 +431,7 @@ class ClusterFabric(LocalFabric):
         if box is None:
             box = self._remote[key] = _RemoteMailbox(self.cluster, codec, channel, target, source,
                                                      self.pressure.window)
+            self._remote_of.setdefault(channel[0], []).append(key)
         return box
 
     def broadcast(self, channel: Channel, item: Any, skip: int | None = None) -> None:
@@ -432,8 +452,11 @@ class ClusterFabric(LocalFabric):
         """A DATA or PROGRESS frame from a peer: decode it into the right mailbox(es)."""
         channel = (frame.dataflow, frame.channel)
         codec = self._codecs.get(channel)
-        if codec is None:  # this process has not built that dataflow yet
-            self._waiting.setdefault(channel, []).append((conn, frame))
+        if codec is None:
+            if self.released(frame.dataflow):  # late: this process is done with that dataflow
+                self.late += 1
+                return
+            self._waiting.setdefault(channel, []).append((conn, frame))  # not built here yet
             return
         self._deliver(conn, frame, codec)
 
@@ -488,5 +511,23 @@ class ClusterFabric(LocalFabric):
             dataflow, number, source, target, n = flat[i:i + 5]
             box = self._remote.get(((dataflow, number), target, source))
             if box is None or type(n) is not int or n <= 0:
+                if box is None and type(dataflow) is int and self.released(dataflow):
+                    self.late += 1  # for batches taken after this process was done with their dataflow
+                    continue
                 raise ClusterError(f"credit for a channel this process never sent on: {flat[i:i + 5]!r}")
             box.grant(n)
+
+    # -- dataflows --------------------------------------------------------------
+
+    def _release(self, dataflow: int) -> None:
+        """Forget ``dataflow``'s mailboxes, codecs and senders, and what waited for it to be built."""
+        super()._release(dataflow)
+        codecs = self._codecs
+        for channel in self._codecs_of.pop(dataflow, ()):
+            codecs.pop(channel, None)
+        if self._waiting:  # (frames for a channel this process never built: none, in a dataflow built alike)
+            for channel in [c for c in self._waiting if c[0] == dataflow]:
+                del self._waiting[channel]
+        remote = self._remote
+        for key in self._remote_of.pop(dataflow, ()):
+            remote.pop(key, None)

@@ -81,3 +81,13 @@ class Fabric(Protocol):
     def discard(self, channel: Channel) -> None:
         """Forget a channel's mailboxes."""
         ...
+
+    def begin_dataflow(self, dataflow: int) -> None:
+        """A worker of this process numbered a new dataflow (every worker numbers them alike, from 0 up)."""
+        ...
+
+    def end_dataflow(self, dataflow: int) -> None:
+        """A worker of this process is done with ``dataflow`` (it is complete there). Once every worker of this
+        process is, its channels' mailboxes, codecs and senders are forgotten, and what arrives for it later
+        from another process (a progress batch that changes nothing, credit) is dropped."""
+        ...

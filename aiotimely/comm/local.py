@@ -96,16 +96,58 @@ UNFED = Unfed()
 
 class LocalFabric:
     """The mailboxes of one process's workers, keyed by ``(channel, worker)``: a :class:`~.fabric.Fabric`
-    with no other process to talk to."""
+    with no other process to talk to.
 
-    def __init__(self, peers: int, *, codec: RecordCodec | None = None) -> None:
+    A dataflow's mailboxes go once every worker of the process is done with it (:meth:`end_dataflow`): a program
+    that builds dataflow after dataflow holds only the live ones'.
+    """
+
+    def __init__(self, peers: int, *, codec: RecordCodec | None = None, workers: int | None = None) -> None:
         self.peers = peers
         self.codec = codec or RecordCodec()
         self.pressure = BackPressure()
         self._boxes: dict[tuple[Channel, int], Mailbox] = {}
+        self._boxes_of: dict[int, list[tuple[Channel, int]]] = {}
+        """The keys in ``_boxes`` of each dataflow's mailboxes, to forget them together."""
+        self._workers = peers if workers is None else workers
+        """How many workers this process has: each must be done with a dataflow before it is forgotten."""
+        self._live: dict[int, int] = {}
+        """Each dataflow numbered here and not released yet: how many of this process's workers are not done."""
+        self._numbered = 0
+        """One more than the highest dataflow a worker of this process numbered."""
 
     def _new_mailbox(self) -> Mailbox:
         return Mailbox(self.pressure.mailbox_high)
+
+    # -- dataflows ------------------------------------------------------------------
+
+    def begin_dataflow(self, dataflow: int) -> None:
+        """A worker of this process numbered ``dataflow``: the first to number it makes it live."""
+        while self._numbered <= dataflow:
+            self._live[self._numbered] = self._workers
+            self._numbered += 1
+
+    def end_dataflow(self, dataflow: int) -> None:
+        """A worker of this process is done with ``dataflow``: the last one releases it."""
+        left = self._live.get(dataflow)
+        if left is None:
+            return
+        if left > 1:
+            self._live[dataflow] = left - 1
+            return
+        del self._live[dataflow]
+        self._release(dataflow)
+
+    def released(self, dataflow: int) -> bool:
+        """True once every worker of this process is done with ``dataflow``: nothing of it is kept, and what
+        still arrives for it is late (to drop)."""
+        return dataflow < self._numbered and dataflow not in self._live
+
+    def _release(self, dataflow: int) -> None:
+        """Forget what ``dataflow`` held."""
+        boxes = self._boxes
+        for key in self._boxes_of.pop(dataflow, ()):
+            boxes.pop(key, None)
 
     def register(self, channel: Channel, codec: ChannelCodec) -> None:
         """Nothing to do: items stay in this process."""
@@ -116,6 +158,7 @@ class LocalFabric:
         box = self._boxes.get(key)
         if box is None:
             box = self._boxes[key] = self._new_mailbox()
+            self._boxes_of.setdefault(channel[0], []).append(key)
         return box
 
     def mailboxes(self, channel: Channel, source: int = 0) -> list[Endpoint]:

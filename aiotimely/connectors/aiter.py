@@ -17,6 +17,7 @@ it says what has really been delivered.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import copy
 import logging
 import time as _time
@@ -265,6 +266,31 @@ class _Resume:
 _DONE = object()
 
 
+def _check_iterator(iterator: Any, where: str) -> None:
+    """Refuse what is neither an async iterator nor a function of ``(worker_index, peers)``, saying what to give."""
+    if hasattr(iterator, "__anext__"):
+        return
+    if inspect.isasyncgenfunction(iterator) or inspect.iscoroutinefunction(iterator):
+        try:
+            inspect.signature(iterator).bind(0, 1)
+        except TypeError:
+            raise TypeError(f"from_aiter {where}: {iterator.__name__} is an async generator function: call it, "
+                            f"from_aiter(scope, {iterator.__name__}()), or give a function (worker_index, peers) "
+                            "-> async iterator for one iterator per worker") from None
+        return
+    if callable(iterator):
+        return
+    if hasattr(iterator, "__aiter__"):
+        raise TypeError(f"from_aiter {where}: {type(iterator).__name__} is an async iterable, not an iterator: give "
+                        "aiter(it) (or the function making it)")
+    if hasattr(iterator, "__iter__"):
+        raise TypeError(f"from_aiter {where}: {type(iterator).__name__} is a plain iterable, not an async iterator: "
+                        "for records at hand use at.to_stream(records, scope) (or an InputHandle); for an async "
+                        "source give an async generator, e.g. from_aiter(scope, gen())")
+    raise TypeError(f"from_aiter {where}: needs an async iterator or a function (worker_index, peers) -> async "
+                    f"iterator, not {type(iterator).__name__} {iterator!r}")
+
+
 def from_aiter(
     scope: Scope[Stream],
     iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
@@ -294,6 +320,7 @@ def from_aiter(
     snapshotter = scope.dataflow.snapshotter
     partitioned = callable(iterator) and not hasattr(iterator, "__anext__")
     where = f"{name!r} in {scope.describe()}"
+    _check_iterator(iterator, where)
     if resume is not None and not callable(resume) and resume not in ("skip", "live"):
         raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
     if callable(resume) and partitioned:

@@ -72,7 +72,7 @@ class InputHandle(Generic[R]):
         self._port, stream = builder.new_output()
         self._op = builder.build(self._attach)
         self._activator = self._op.activator()
-        scope.worker.at_build_end(self._close_at_build_end)
+        scope.worker.at_build_end(self._close_at_build_end, scope.dataflow.index)
         result: Stream[R] = stream
         return result
 
@@ -156,6 +156,13 @@ class InputHandle(Generic[R]):
     def advance_to(self, time: Any) -> None:
         """Move the current time to ``time`` (not earlier than it is)."""
         cap = self._check_open("advance")
+        assert self._op is not None
+        try:
+            self._op.ttype.check_time(time)
+        except TypeError as e:
+            raise TypeError(f"InputHandle.advance_to({time!r}) in {self._op.describe()}: {e}; a dataflow's times are "
+                            "of its timestamp type (int unless built with another): for wall-clock times give ints, "
+                            "e.g. int(time.time() * 1000) for milliseconds") from None
         if time == cap.time:
             return
         self._seal()

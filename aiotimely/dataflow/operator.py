@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time as _time
+from _thread import get_ident as _get_ident
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
@@ -56,7 +57,7 @@ class OperatorRuntime:
 
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
-        "current_time", "done", "externally_driven", "poked", "bounded", "participant", "_held", "_coro",
+        "current_time", "done", "externally_driven", "poked", "running", "bounded", "participant", "_held", "_coro",
         "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "activations",
         "busy", "seen_in_refresh", "__weakref__",
     )
@@ -77,6 +78,9 @@ class OperatorRuntime:
         self.externally_driven = False
         self.poked = False
         """An activator was called and the logic has not yet come back to wait for an activation."""
+        self.running = 0
+        """The thread running the logic right now (0: it is not running): an activator it calls itself asks for
+        the next round (see :meth:`Activator.activate`)."""
         self.seen_in_refresh = 0
         """Frontier changes taken by :meth:`refresh_frontiers`: the logic that asked saw them (not news)."""
         self.bounded = True
@@ -358,6 +362,7 @@ class OperatorRuntime:
         self.activations += 1
         self._accept_frontiers()
         self.epoch += 1
+        self.running = _get_ident()
         try:
             if self._coro is not None:
                 self._resume(self._coro)
@@ -382,6 +387,7 @@ class OperatorRuntime:
         except Exception as exc:
             raise self._failure(exc) from exc
         finally:
+            self.running = 0
             self.busy += _clock() - start
         log = self.worker.logging
         if log is not None and self.inputs:

@@ -10,6 +10,7 @@ operator cannot forget them: it only ever sees the ports.
 from __future__ import annotations
 
 import asyncio
+from _thread import get_ident as _get_ident
 from bisect import bisect_left, bisect_right
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
@@ -753,7 +754,13 @@ class Activator:
         self._op = op
 
     def activate(self) -> None:
+        """Ask for the operator to run. Asked by its own logic while it runs, that is timely's "schedule me
+        again": it runs again in the next round, after the other operators (its ``activated()`` yields until
+        then), so that a logic waiting for others' progress this way never keeps the worker to itself."""
         op = self._op
+        if op.running and op.running == _get_ident():
+            op.worker.activate_later(op.path)
+            return
         op.poked = True  # kept even if the logic is busy awaiting something else right now
         op.worker.activate_threadsafe(op.path)
 

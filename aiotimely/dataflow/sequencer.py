@@ -164,7 +164,7 @@ class Sequencer(Generic[T]):
                 await NEXT_ACTIVATION
 
         sink.build(lambda _: receiving())
-        scope.worker.at_build_end(self._build_ended)
+        scope.worker.at_build_end(self._build_ended, scope.dataflow.index)
 
     def _build_ended(self) -> None:
         self._dropping = True

@@ -269,6 +269,8 @@ class Snapshotter:
         self._activate: Callable[[], None] = lambda: None
         self._held: int | None = 0
         self._own_nodes: frozenset[int] = frozenset()   # the Snapshots operators' (not waited for)
+        self._everywhere = False  # the dataflow is complete on every worker: every snapshot is
+        self._forget_final: Callable[[], None] = lambda: None
         if not scope.ttype.totally_ordered or scope.ttype.minimum != 0:
             raise RecoveryError(f"{scope.describe()} has {scope.ttype.name} times: snapshots need int times at "
                                 "a dataflow's root")
@@ -290,6 +292,7 @@ class Snapshotter:
         self.store.begin(name, shape, worker.index, worker.peers, restored.snapshot if restored else None)
         assert self.scope.progress is not None
         self.scope.progress.on_pointstamps = self._progressed
+        self._forget_final = worker.on_final_snapshot(self.final_snapshot)
 
     @property
     def start_time(self) -> int:
@@ -450,9 +453,28 @@ class Snapshotter:
 
     # -- complete everywhere ----------------------------------------------------------
 
+    def final_snapshot(self) -> asyncio.Future[None]:
+        """The computation is being suspended (a graceful stop): a future done once a snapshot of everything
+        this dataflow was given so far is complete everywhere. That is the snapshot of the least time anything
+        anywhere in the dataflow still holds or carries: every operator will cut it as its frontier passes,
+        and no window has to close for it (a restart resumes the open ones from it)."""
+        fut = self.scope.worker.waiter()
+        progress = self.scope.progress
+        assert progress is not None
+        least = progress.tracker.least_pointstamp(self._own_nodes)
+        target = _ALL if least is None else max(self.complete, least // self.every)
+        if self._everywhere or target <= self.complete:
+            fut.set_result(None)
+        else:
+            self._waiters.append((target, fut))
+        return fut
+
     def _completed(self, through: int | None) -> None:
         """The ``Snapshots`` frontier moved: snapshots up to ``through`` (``None``: all) are complete everywhere."""
         complete = through if through is not None else max(self.complete, self.durable)
+        if through is None and not self._everywhere:
+            self._everywhere = True
+            self._forget_final()
         if complete > self.complete:
             self.complete = complete
             self.scope.worker.start_soon(self.store.prune(self.scope.dataflow.name, self.scope.worker.index,

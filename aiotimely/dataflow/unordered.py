@@ -194,6 +194,6 @@ def new_unordered_input(scope: Scope[S], name: str = "UnorderedInput") -> tuple[
     handle: UnorderedHandle[Any] = UnorderedHandle(builder.op, port)
     op = builder.build_raw(handle._flush)   # it holds the minimum time, as a count: the capability takes it
     cap = ActivateCapability(handle, op.ttype.minimum, minted=True)
-    scope.worker.at_build_end(handle._close_at_build_end)
+    scope.worker.at_build_end(handle._close_at_build_end, scope.dataflow.index)
     result: S = stream
     return (handle, cap), result

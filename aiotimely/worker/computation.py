@@ -1,8 +1,10 @@
 """The workers of one process: the fabric they share, the first failure among them, stuck detection, and
-stopping on request (the sources end, and the dataflows drain what they hold and complete)."""
+stopping on request: the sources end and the dataflows drain what they hold and complete; or, when the dataflows
+keep snapshots, they are suspended at a final snapshot (nothing ends, so no window closes early)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Callable
 
 from ..comm.local import LocalFabric
@@ -25,7 +27,8 @@ class Computation:
     """The workers of one process: their fabric (mailboxes, and links to other processes), and the first
     failure among them, which stops them all."""
 
-    def __init__(self, peers: int, *, fabric: Fabric | None = None, distributed: bool = False) -> None:
+    def __init__(self, peers: int, *, fabric: Fabric | None = None, distributed: bool = False,
+                 recoverable: bool = False) -> None:
         self.peers = peers
         self.fabric: Fabric = fabric if fabric is not None else LocalFabric(peers)
         self.distributed = distributed
@@ -33,8 +36,17 @@ class Computation:
         self.error: BaseException | None = None
         self.stopping = False
         """A stop was asked for (:meth:`request_stop`)."""
+        self.recoverable = recoverable
+        """The dataflows keep snapshots: a stop suspends them at a final snapshot instead of draining them."""
         self._on_stop: dict[int, Callable[[], None]] = {}
         self._next_stop = 0
+        self._final_snapshots: dict[int, Callable[[], asyncio.Future[None]]] = {}
+        self._taken: list[asyncio.Future[None]] = []
+
+    @property
+    def suspending(self) -> bool:
+        """A stop was asked for, and the dataflows keep snapshots: they are being suspended, not drained."""
+        return self.stopping and self.recoverable
 
     def fail(self, error: BaseException) -> None:
         """Record the first failure and wake every worker so that all of them stop."""
@@ -46,13 +58,21 @@ class Computation:
     def request_stop(self) -> None:
         """Stop gracefully: every source registered with :meth:`on_stop` is told to end (it ends as if its input
         had ended), so that the dataflows drain what they hold and complete. Who runs the workers closes their
-        inputs (the workers' builds end) and bounds the wait. Asking twice is harmless."""
+        inputs (the workers' builds end) and bounds the wait. Asking twice is harmless.
+
+        A recoverable computation is suspended instead: ending a source would close every open window with a
+        part of its records, a value no crash-free run publishes. Nothing ends; each dataflow takes a final
+        snapshot of what it was given so far (:meth:`on_final_snapshot`), and once those are complete
+        everywhere, who runs the workers stops them where they are, as a crash would, at a chosen point."""
         if self.stopping:
             return
         self.stopping = True
-        callbacks, self._on_stop = self._on_stop, {}
-        for fn in callbacks.values():
-            fn()
+        if self.recoverable:
+            self._taken.extend(take() for take in self._final_snapshots.values())
+        else:
+            callbacks, self._on_stop = self._on_stop, {}
+            for fn in callbacks.values():
+                fn()
         for worker in self.workers:
             worker.wake_up()
 
@@ -70,6 +90,33 @@ class Computation:
             self._on_stop.pop(key, None)
 
         return forget
+
+    def on_final_snapshot(self, take: Callable[[], asyncio.Future[None]]) -> Callable[[], None]:
+        """A recoverable dataflow: when the computation is suspended, ``take()`` starts its final snapshot and
+        returns a future done once that snapshot is complete everywhere (at once if the suspension began
+        already). Returns a function that forgets ``take`` (call it once the dataflow is complete)."""
+        if self.suspending:
+            self._taken.append(take())
+            return _nothing
+        key = self._next_stop
+        self._next_stop += 1
+        self._final_snapshots[key] = take
+
+        def forget() -> None:
+            self._final_snapshots.pop(key, None)
+
+        return forget
+
+    async def final_snapshots(self) -> None:
+        """Wait until the final snapshot of every dataflow of these workers is complete everywhere (those of
+        dataflows built while waiting too)."""
+        while True:
+            taken = [fut for fut in self._taken if not fut.done()]
+            if not taken:
+                for fut in self._taken:
+                    fut.result()  # (a failure is what the computation failed with: say it)
+                return
+            await asyncio.wait(taken)
 
     def check_stuck(self) -> None:
         """If every worker waits for completion and none can move, fail with what blocks them."""

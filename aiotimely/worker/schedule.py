@@ -79,13 +79,21 @@ class WorkerHandle(Protocol):
         """Call ``fn(*args)`` now if on the worker's thread, else soon on it."""
         ...
 
-    def at_build_end(self, fn: Callable[[], None]) -> None:
-        """Call ``fn()`` once the worker's build is over (its build function returned or its block ended)."""
+    def at_build_end(self, fn: Callable[[], None], dataflow: int | None = None) -> None:
+        """Call ``fn()`` once the worker's build is over (its build function returned or its block ended); with
+        ``dataflow`` (its index), only if that dataflow is not complete by then (``fn`` is dropped when it
+        completes, and what it holds with it)."""
         ...
 
     def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn()`` when the computation is asked to stop gracefully (a source ends then; at once if it was
         asked already); returns a function that forgets ``fn``."""
+        ...
+
+    def on_final_snapshot(self, take: Callable[[], asyncio.Future[None]]) -> Callable[[], None]:
+        """A recoverable dataflow: ``take()`` is called when the computation is suspended (a stop of a recoverable
+        computation) and returns a future done once the dataflow's final snapshot is complete everywhere;
+        returns a function that forgets ``take``."""
         ...
 
     def waiter(self) -> asyncio.Future[None]:

@@ -81,7 +81,11 @@ class Scheduler:
         self._done_waiters: list[asyncio.Future[None]] = []
         self._stepping = 0
         self._waiters: set[asyncio.Future[None]] = set()
-        self._build_end: list[Callable[[], None]] = []
+        self._build_end: dict[int, Callable[[], None]] = {}
+        """What waits for the end of the build (:meth:`at_build_end`), by a number that keeps the order given."""
+        self._build_end_of: dict[int, list[int]] = {}
+        """The numbers in ``_build_end`` that belong to each dataflow: dropped when it completes."""
+        self._next_build_end = 0
         self._built = False
         self._group: asyncio.TaskGroup | None = None
         self._helpers: set[asyncio.Task[Any]] = set()
@@ -99,6 +103,7 @@ class Scheduler:
         """The index of the next dataflow; every worker numbers its dataflows in the same order."""
         index = self._next_dataflow
         self._next_dataflow += 1
+        self.fabric.begin_dataflow(index)
         return index
 
     def install(self, index: int, dataflow: Schedule) -> None:
@@ -135,14 +140,21 @@ class Scheduler:
         else:
             loop.call_soon_threadsafe(fn, *args)
 
-    def at_build_end(self, fn: Callable[[], None]) -> None:
+    def at_build_end(self, fn: Callable[[], None], dataflow: int | None = None) -> None:
         if self._built:
             fn()
-        else:
-            self._build_end.append(fn)
+            return
+        key = self._next_build_end
+        self._next_build_end += 1
+        self._build_end[key] = fn
+        if dataflow is not None:
+            self._build_end_of.setdefault(dataflow, []).append(key)
 
     def on_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
         return self.computation.on_stop(fn)
+
+    def on_final_snapshot(self, take: Callable[[], asyncio.Future[None]]) -> Callable[[], None]:
+        return self.computation.on_final_snapshot(take)
 
     def waiter(self) -> asyncio.Future[None]:
         self.check_running()
@@ -282,9 +294,14 @@ class Scheduler:
             self.busy += _time.perf_counter() - start
 
     def _complete(self, index: int, dataflow: Schedule) -> None:
-        """``dataflow`` is complete: stop running it, keeping it for :meth:`statistics` a while."""
+        """``dataflow`` is complete: stop running it, keeping it for :meth:`statistics` a while (the last
+        :data:`KEEP_FINISHED`), and let go of everything else it held: what waited for the build's end on its behalf,
+        and (once every worker of this process is done with it) its channels' mailboxes in the fabric."""
         del self._dataflows[index]
         self.activations.forget(index)
+        for key in self._build_end_of.pop(index, ()):  # (an input of a complete dataflow has nothing to close)
+            del self._build_end[key]
+        self.fabric.end_dataflow(index)
         self._finished.append(dataflow)
         log.info("worker %d: dataflow %r (#%d) complete", self.index, dataflow.name, index)
 
@@ -364,8 +381,9 @@ class Scheduler:
     def end_build(self) -> None:
         """The worker's build is over: run what waited for that (inputs still open are closed)."""
         self._built = True
-        callbacks, self._build_end = self._build_end, []
-        for fn in callbacks:
+        callbacks, self._build_end = self._build_end, {}
+        self._build_end_of.clear()
+        for fn in callbacks.values():
             fn()
 
     async def stop(self) -> None:

@@ -103,7 +103,8 @@ def test_with_recovery_sigterm_leaves_a_snapshot_and_a_restart_resumes_from_it(t
     code, out, err = signalled(start(run(PROGRAMS, "-n", "2", "--", "--state", state), PROGRAM="sums"),
                                signal.SIGTERM)
     assert code == 143, err
-    assert err.splitlines() == ["aiotimely: stopped by SIGTERM after the dataflows drained (2 processes)"]
+    assert err.splitlines() == ["aiotimely: stopped by SIGTERM at a final snapshot (a restart with the same "
+                                "recovery directory resumes from it) (2 processes)"]
     assert sorted(p.name for p in (tmp_path / "state" / "g1-w2").iterdir()) == ["worker-0.sqlite3",
                                                                                  "worker-1.sqlite3"]
     upto = 5000
