@@ -178,8 +178,10 @@ class EventTime(TimePolicy):
                 raise ValueError(f"event time {t!r} of {record!r} is not a non-negative int")
             if t < low:
                 if self.late == "error":
-                    raise ValueError(f"record {record!r} at event time {t} is later than allowed: time {low} "
-                                     f"is already complete (lateness {self.lateness})")
+                    raise ValueError(f"record {record!r:.200} at event time {t} is later than allowed: time {low} is "
+                                     f"already complete (lateness={self.lateness}, late='error'); allow for it with a "
+                                     "larger lateness=, or drop late records (late='drop', counted and logged) or "
+                                     "give them the earliest open time (late='clamp')")
                 if self.late == "drop":
                     dropped.append((t, record))
                     continue
@@ -260,10 +262,26 @@ class _Resume:
                     signal = gen.send(sent)
                 except StopIteration as stop:
                     return stop.value
-                woke()
+                try:
+                    woke()
+                except BaseException:
+                    _abandon(gen)
+                    raise
 
 
 _DONE = object()
+
+
+def _abandon(gen: Any) -> None:
+    """End the iterator's ``__anext__`` under way (``gen``, its awaitable, suspended where the iterator waits)
+    because the source fails while it waits: the iterator gets ``GeneratorExit`` there and runs its cleanup, and is
+    over. Left suspended, an async generator stays "running", and closing it later (the event loop does, when it is
+    collected) fails with a second, spurious error ("aclose(): asynchronous generator is already running")."""
+    try:
+        gen.throw(GeneratorExit)
+    except BaseException:  # noqa: BLE001 - GeneratorExit or StopIteration: it ended; anything else is the
+        return            # iterator's own cleanup failing, never raised over the error that stops the source
+    gen.close()  # it awaits in its cleanup: no one will resume it
 
 
 def _check_iterator(iterator: Any, where: str) -> None:
@@ -406,7 +424,11 @@ def from_aiter(
                     continue
                 except StopAsyncIteration:
                     break
-                flush()  # the iterator is about to wait: send what we have first
+                try:
+                    flush()  # the iterator is about to wait: send what we have first
+                except BaseException:
+                    _abandon(gen)
+                    raise
                 try:
                     record = await _wait_ticking(gen, signal, policy, flush, woke)
                 except StopAsyncIteration:
@@ -438,7 +460,11 @@ async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callab
                 return await _Resume(gen, None, woke, throw=exc)
             if done:
                 return await _Resume(gen, signal, woke)  # the future is done: continue the iterator at once
-        flush()
+        try:
+            flush()
+        except BaseException:
+            _abandon(gen)
+            raise
         next_deadline = policy.deadline()
         if next_deadline is None:  # the policy stopped moving time by itself: just wait
             return await _Resume(gen, signal, woke)

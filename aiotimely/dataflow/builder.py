@@ -19,12 +19,15 @@ Every operator, built-in or user-written (``unary``, ``binary``, ... in
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import GraphError
 from ..progress import FrontierInterest, Source, Target
 from .capability import Capability
 from .channels import open_channel
+from .fusion import Stage
 from .operator import Logic, OperatorRuntime
 from .ports import InputPort, OutputPort
 from .stream import StreamCore
@@ -32,7 +35,60 @@ from .stream import StreamCore
 if TYPE_CHECKING:
     from .scope import Scope
 
-__all__ = ["OperatorBuilder"]
+__all__ = ["OperatorBuilder", "check_function", "routed_by_key"]
+
+AWAIT_INSTEAD = ("await it in the logic of an operator of your own (stream.unary(logic): an async def logic may "
+                 "await), or hand the records to it with aiotimely.connectors.to_async(stream, {fn}, per=\"record\"), "
+                 "which awaits {fn}(record) for each record and passes the records on once it completed")
+"""Where an async function ``{fn}`` goes instead of a synchronous operator (map, filter, a key, ...)."""
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling ``fn`` makes a coroutine or an async generator instead of doing the work: an ``async def``
+    (a method, a ``functools.partial`` of one too), or an object whose ``__call__`` is one."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return True
+    call = None if inspect.isroutine(fn) else inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+
+
+def _name(fn: Any) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    return str(name) if name is not None else type(fn).__name__
+
+
+def check_function(fn: Any, scope: Scope[Any], operator: str, what: str, example: str, *,
+                   instead: str = AWAIT_INSTEAD, optional: bool = False) -> None:
+    """Refuse, as the dataflow is built, a function an operator calls synchronously on records that would fail or
+    do nothing on every record: ``fn`` not callable (``exchange(0)``, which one worker never calls), or an async
+    function (each call would only make a coroutine, never run). ``what`` names it (``"the key"``), ``example``
+    shows a good one, ``instead`` says where an async function ``{fn}`` goes; ``optional``: ``None`` is fine."""
+    if fn is None and optional:
+        return
+    where = f"operator {operator!r} in {scope.describe()} on worker {scope.worker.index}"
+    if not callable(fn):
+        raise TypeError(f"{where}: {what} must be a function, e.g. {example}; got "
+                        f"{type(fn).__name__} {fn!r:.100}")
+    if _is_async(fn):
+        name = _name(fn)
+        raise TypeError(f"{where}: {what} {name} is an async function, and {operator} calls it synchronously: each "
+                        f"call would only make a coroutine (never run, never awaited). Make it a plain def, or "
+                        f"{instead.format(fn=name)}")
+
+
+def routed_by_key(stream: StreamCore) -> bool:
+    """Whether each record of ``stream`` is on the worker its key routes to, as far as the graph shows: the stream
+    comes from an exchange through operators that keep records on their worker and pass them on (the stages of a
+    fused chain, a concatenation, a scope boundary). What only an operator's logic could tell counts as not."""
+    tee = stream._tee
+    op = tee.chain.op if type(tee) is Stage else getattr(tee, "op", None)
+    if isinstance(op, OperatorRuntime):
+        return (op.chain is not None or op.keeps_routing) and bool(op.routed) and all(op.routed)
+    return getattr(tee, "routed", False) is True
 
 
 class OperatorBuilder:
@@ -68,6 +124,8 @@ class OperatorBuilder:
         """
         op, scope = self.op, self.scope
         port = len(op.inputs)
+        if exchange is not None:
+            check_function(exchange, scope, op.name, f"the exchange key of input {port}", "exchange=lambda r: r[0]")
         if stream.scope is not scope:
             raise GraphError(
                 f"{op.describe()}: input {port} comes from a stream of {stream.scope.describe()}; "
@@ -80,6 +138,7 @@ class OperatorBuilder:
                                                 source=stream.source, target=target, fed=attach)
         op.channels.append(channel)
         op.pacts.append("broadcast" if broadcast else "exchange" if exchange is not None else "pipeline")
+        op.routed.append(not broadcast and (exchange is not None or routed_by_key(stream)))
         if attach:
             stream.attach(pusher)
         inp = InputPort(op, port, mailbox)

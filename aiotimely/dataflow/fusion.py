@@ -16,7 +16,8 @@ directly, and the scope collects the chain's progress right after it runs the pr
 (so the producer's "produced" and the chain's "consumed" cancel before they reach the
 tracker). Such a chain is *transparent* to the tracker: frontier changes hop over it
 (see :class:`~aiotimely.progress.reachability.Tracker`). Errors name the stage that
-raised them. ``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
+raised them, or that made records its consumers could not take (a record an exchange
+cannot encode). ``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it out).
 """
 
 from __future__ import annotations
@@ -64,12 +65,14 @@ class Stage:
     """One operator of a fused chain: its name, its function over batches, and the consumers of what it sends
     (the stream it makes: a :class:`~aiotimely.dataflow.stream.Tee`), fed from an output of the chain's own."""
 
-    __slots__ = ("chain", "name", "transform", "pushers", "output")
+    __slots__ = ("chain", "name", "transform", "passes", "pushers", "output")
 
-    def __init__(self, chain: FusedChain, name: str, transform: Transform) -> None:
+    def __init__(self, chain: FusedChain, name: str, transform: Transform, passes: bool = False) -> None:
         self.chain = chain
         self.name = name
         self.transform = transform
+        self.passes = passes
+        """The stage sends on records it got, unchanged (a filter, an inspect): it makes none of its own."""
         self.pushers: list[Pusher] = []
         self.output: OutputPort | None = None
         """The chain's output that counts what the stage sends, once its stream has consumers."""
@@ -99,9 +102,9 @@ class FusedChain:
         self._claimed = 0
         """How many of the chain's outputs stages have taken."""
 
-    def add(self, name: str, transform: Transform) -> Stage:
-        """A new last stage; its pushers are its stream's consumers."""
-        stage = Stage(self, name, transform)
+    def add(self, name: str, transform: Transform, passes: bool = False) -> Stage:
+        """A new last stage; its pushers are its stream's consumers; ``passes``: it makes no records of its own."""
+        stage = Stage(self, name, transform, passes)
         self.stages.append(stage)
         return stage
 
@@ -173,11 +176,26 @@ class FusedChain:
                 n = len(batch)
                 output.produced.update(time, n)
                 output.records += n
-                if stage is last:
-                    push_to_all(pushers, time, batch)
-                else:  # the next stage goes on with this batch: consumers get their own copies
-                    for push in pushers:
-                        push(time, list(batch))
+                try:
+                    if stage is last:
+                        push_to_all(pushers, time, batch)
+                    else:  # the next stage goes on with this batch: consumers get their own copies
+                        for push in pushers:
+                            push(time, list(batch))
+                except Exception as exc:  # a consumer could not take the records: the stage that made them is
+                    error = self._failure(self._maker(stage), exc)  # blamed (an exchange cannot encode one)
+                    if error is exc:
+                        raise
+                    raise error from exc
+
+    def _maker(self, stage: Stage) -> Stage:
+        """The stage that made the records ``stage`` sends: itself, or the last one before it that is not a
+        filter or an inspect (``stage`` if every one before it only passes records on: they came from upstream)."""
+        stages = self.stages
+        i = stages.index(stage)
+        while i >= 0 and stages[i].passes:
+            i -= 1
+        return stages[i] if i >= 0 else stage
 
     def _failure(self, stage: Stage, exc: Exception) -> BaseException:
         if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:

@@ -58,8 +58,8 @@ class OperatorRuntime:
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
         "current_time", "done", "externally_driven", "poked", "running", "bounded", "participant", "_held", "_coro",
-        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "chain", "activations",
-        "busy", "seen_in_refresh", "__weakref__",
+        "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "routed",
+        "keeps_routing", "chain", "activations", "busy", "seen_in_refresh", "__weakref__",
     )
 
     def __init__(self, scope: Scope[Any], name: str) -> None:
@@ -99,6 +99,12 @@ class OperatorRuntime:
         """The channel feeding each input (for the log's received messages)."""
         self.pacts: list[str] = []
         """How each input is fed: ``"pipeline"`` (this worker's records), ``"exchange"`` or ``"broadcast"``."""
+        self.routed: list[bool] = []
+        """Whether each input's records are on the worker their key routes to: exchanged, or fed on the worker by a
+        stream that was (:func:`~aiotimely.dataflow.builder.routed_by_key`). Keyed state needs it on many workers."""
+        self.keeps_routing = False
+        """The operator sends its input records on, on their worker (a concatenation, a branch): what comes out is
+        routed by key where what came in was."""
         self.chain: FusedChain | None = None
         """The stages this operator runs, if it is a chain of stateless operators (:mod:`.fusion`)."""
         self.activations = 0

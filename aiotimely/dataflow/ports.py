@@ -13,7 +13,7 @@ import asyncio
 from _thread import get_ident as _get_ident
 from bisect import bisect_left, bisect_right
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, TypeVar
 
 from ..comm.local import Mailbox
 from ..errors import CapabilityError
@@ -179,7 +179,9 @@ class InputPort:
         return self._op.keep(name, initial)
 
     def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
-        """A dict this operator keeps by key (see :meth:`OperatorOutput.keyed_state`)."""
+        """A dict this operator keeps by key (see :meth:`OperatorOutput.keyed_state`): this input must be routed
+        by key (``exchange=`` on the operator, or ``.exchange(key)`` before it) when there are several workers."""
+        _check_routed(self._op, name, [self.port])
         return self._op.keep(name, initial, keyed=True)
 
     def time_order(self) -> TimeOrder:
@@ -736,13 +738,34 @@ class OperatorOutput:
 
     def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
         """A dict this operator keeps, by the key its records are exchanged by: as :meth:`state`, and on a
-        resume with another number of workers each key goes to the worker that key is routed to."""
-        return self._port.op.keep(name, initial, keyed=True)
+        resume with another number of workers each key goes to the worker that key is routed to. So on several
+        workers every input of the operator must be routed by key (a source has none)."""
+        op = self._port.op
+        _check_routed(op, name, range(len(op.inputs)))
+        return op.keep(name, initial, keyed=True)
 
     def resume_time(self) -> Any:
         """The time a resumed dataflow restarts at: a source keeping its position in :meth:`state` downgrades
         its capability there and sends from its restored position (afresh: the minimum time)."""
         return self._port.op.resume_time()
+
+
+def _check_routed(op: OperatorRuntime, name: str, ports: Iterable[int]) -> None:
+    """Refuse keyed state on an input whose records are not on the worker their key routes to: on several workers
+    each would keep its own part of a key's state, and its results would be quietly partial."""
+    peers = op.worker.peers
+    if peers == 1:
+        return
+    for port in ports:
+        if not op.routed[port]:
+            pact = op.pacts[port]
+            fed = "a broadcast" if pact == "broadcast" else "fed on each worker by a stream not exchanged by key"
+            raise op.located(
+                f"{op.describe()} keeps keyed state {name!r}, but its input {port} is not routed by key ({fed}): on "
+                f"{peers} workers each worker would keep its own part of a key's state, and quietly give partial "
+                "results. "
+                "Pass exchange=key to the operator (e.g. stream.unary_frontier(logic, exchange=lambda kv: kv[0])), "
+                "or call .exchange(key) right before it")
 
 
 class Activator:

@@ -40,6 +40,34 @@ def numbers_source(worker: at.Worker, *, jump: int = 1, pace: float = 0.0, crash
     return numbers
 
 
+def partitions_source(worker: at.Worker, partitions: int, count: int, per_time: int, record, pace: float | None):
+    """The logic of a source of ``partitions`` partitions of ``count`` numbers each, ``per_time`` per unit of time,
+    each partition's position kept by its key (so it moves with the workers): ``record(partition, n)`` is sent
+    for each; it sleeps ``pace`` seconds after each unit of time (``None``: it does not yield)."""
+
+    async def numbers(output, cap):
+        positions = output.keyed_state("positions", dict)
+        mine = [p for p in range(partitions) if at.route(p, worker.peers) == worker.index]
+        cap.downgrade(output.resume_time())
+        while True:
+            moving = [p for p in mine if positions.get(p, 0) < count]
+            if not moving:
+                break
+            now = min(positions.get(p, 0) // per_time for p in moving)
+            if now > cap.time:
+                cap.downgrade(now)
+            for p in moving:
+                n = positions.get(p, 0)
+                if n // per_time == now:
+                    output.session(cap).give_many(record(p, m) for m in range(n, n + per_time))
+                    positions[p] = n + per_time
+            if pace is not None:
+                await asyncio.sleep(pace)
+        cap.drop()
+
+    return numbers
+
+
 def running_sums(keyed: at.Stream) -> at.Stream:
     """``(key, x)`` records summed per key (kept by key, applied time by time): ``(time, key, sum)`` for the
     keys each time touched."""

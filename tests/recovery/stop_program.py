@@ -15,6 +15,7 @@ from collections import Counter
 
 import aiotimely as at
 from aiotimely.recovery import Recovery
+from tests.recovery.common import partitions_source
 
 PARTITIONS = 3
 EVENTS = 3000          # per partition
@@ -40,24 +41,7 @@ def build(out: str, late: float):
         if late and worker.index == worker.peers - 1:
             await asyncio.sleep(late)          # a process that builds late, behind its peers' backlog
 
-        async def events(output, cap):
-            positions = output.keyed_state("positions", dict)
-            mine = [p for p in range(PARTITIONS) if at.route(p, worker.peers) == worker.index]
-            cap.downgrade(output.resume_time())
-            while True:
-                moving = [p for p in mine if positions.get(p, 0) < EVENTS]
-                if not moving:
-                    break
-                now = min(positions.get(p, 0) // PER_TIME for p in moving)
-                if now > cap.time:
-                    cap.downgrade(now)
-                for p in moving:
-                    n = positions.get(p, 0)
-                    if n // PER_TIME == now:
-                        output.session(cap).give_many((p, key_of(p, m)) for m in range(n, n + PER_TIME))
-                        positions[p] = n + PER_TIME
-                await asyncio.sleep(PACE)
-            cap.drop()
+        events = partitions_source(worker, PARTITIONS, EVENTS, PER_TIME, lambda p, m: (p, key_of(p, m)), PACE)
 
         def write(record) -> None:
             key, (start, _), count = record

@@ -29,7 +29,7 @@ import aiotimely as at
 from aiotimely.connectors import to_async
 from aiotimely.recovery import Recovery
 
-from .common import RECORDS, final_sums, numbers_source, run, running_sums
+from .common import RECORDS, final_sums, numbers_source, partitions_source, run, running_sums
 from .test_resume import build_factory, windows_factory
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -152,25 +152,8 @@ def program(out: str | None, outputs: list | None = None):
     summed per key (kept by key); each sum appended to ``out`` (a file per worker) or to ``outputs``."""
 
     def build(worker: at.Worker) -> None:
-        async def numbers(output, cap):
-            positions = output.keyed_state("positions", dict)
-            mine = [p for p in range(PARTITIONS) if at.route(p, worker.peers) == worker.index]
-            cap.downgrade(output.resume_time())
-            while True:
-                moving = [p for p in mine if positions.get(p, 0) < NUMBERS]
-                if not moving:
-                    break
-                now = min(positions.get(p, 0) // PER_TIME for p in moving)
-                if now > cap.time:
-                    cap.downgrade(now)
-                for p in moving:
-                    n = positions.get(p, 0)
-                    if n // PER_TIME == now:
-                        output.session(cap).give_many((p, p * NUMBERS + m) for m in range(n, n + PER_TIME))
-                        positions[p] = n + PER_TIME
-                if outputs is None:
-                    await asyncio.sleep(PACE)
-            cap.drop()
+        numbers = partitions_source(worker, PARTITIONS, NUMBERS, PER_TIME, lambda p, m: (p, p * NUMBERS + m),
+                                    None if outputs is not None else PACE)
 
         def write(record) -> None:
             if outputs is not None:

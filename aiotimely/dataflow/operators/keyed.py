@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ...errors import RecoveryError
 from ...progress import FrontierInterest
-from ..builder import OperatorBuilder
+from ..builder import OperatorBuilder, check_function
 from ..capability import Capability
 from ..operator import Logic
 from ..stream import S, StreamCore
@@ -109,6 +109,8 @@ def _two(returned: Any, method: str, what: str, key: Any) -> tuple[Any, Any]:
 
 def stateful_map(stream: S, fn: Callable[[Any, Any], tuple[Any, Any]]) -> S:
     method = "stateful_map"
+    check_function(fn, stream.scope, "StatefulMap", "the function",
+                   "stateful_map(lambda total, v: ((total or 0) + v, (total or 0) + v))")
 
     def step(states: dict[Any, Any], key: Any, value: Any, sent: list[Any]) -> None:
         state, output = _two(fn(states.get(key), value), method, "(new state or None, output)", key)
@@ -124,6 +126,9 @@ def stateful_map(stream: S, fn: Callable[[Any, Any], tuple[Any, Any]]) -> S:
 def state_machine(stream: S, fn: Callable[[Any, Any, Any], tuple[Any, Iterable[Any]]],
                   init: Callable[[], Any] | None = None) -> S:
     method = "state_machine"
+    check_function(fn, stream.scope, "StateMachine", "the function",
+                   "state_machine(lambda k, v, s: ((s or 0) + v, [(k, (s or 0) + v)]))")
+    check_function(init, stream.scope, "StateMachine", "init", "init=dict", optional=True)
 
     def step(states: dict[Any, Any], key: Any, value: Any, sent: list[Any]) -> None:
         state = states.get(key, _ABSENT)
@@ -141,6 +146,7 @@ def state_machine(stream: S, fn: Callable[[Any, Any, Any], tuple[Any, Iterable[A
 
 def distinct(stream: S, by: Callable[[Any], Any] | None = None) -> S:
     method = "distinct"
+    check_function(by, stream.scope, "Distinct", "by", "distinct(by=lambda v: v['id'])", optional=True)
 
     def step(states: dict[Any, Any], key: Any, value: Any, sent: list[Any]) -> None:
         seen = states.get(key)
@@ -160,6 +166,12 @@ def aggregate(stream: S, fold: Callable[[Any, Any, Any], Any], emit: Callable[[A
               init: Callable[[], Any] | None = None, *, name: str = "Aggregate", method: str = "aggregate") -> S:
     """Per key and time: ``agg = fold(key, value, agg)`` from ``init()`` (or ``None``) as records arrive;
     ``emit(key, agg)`` once the time is complete (timely's ``Aggregate``)."""
+    scope = stream.scope
+    if method == "aggregate":   # (fold and reduce check their own functions, and give their own here)
+        check_function(fold, scope, name, "fold",
+                       "aggregate(lambda k, v, agg: (agg or 0) + v, lambda k, agg: (k, agg))")
+        check_function(emit, scope, name, "emit", "lambda k, agg: (k, agg)")
+        check_function(init, scope, name, "init", "init=list", optional=True)
     builder = OperatorBuilder(stream.scope, name)
     inp = keyed_input(builder, stream, method)
     out, result = builder.new_output()
@@ -194,12 +206,14 @@ def aggregate(stream: S, fold: Callable[[Any, Any, Any], Any], emit: Callable[[A
 
 
 def fold(stream: S, init: Callable[[], Any], fn: Callable[[Any, Any], Any]) -> S:
-    if not callable(init):
-        raise TypeError(f"fold: init must make a new accumulator, as list or (lambda: 0) do; got {init!r:.100}")
+    check_function(init, stream.scope, "Fold", "init (it makes a new accumulator)", "list or (lambda: 0)")
+    check_function(fn, stream.scope, "Fold", "the function", "fold(list, lambda acc, v: acc + [v])")
     return aggregate(stream, lambda _key, value, acc: fn(acc, value), _keyed, init, name="Fold", method="fold")
 
 
 def reduce(stream: S, fn: Callable[[Any, Any], Any]) -> S:
+    check_function(fn, stream.scope, "Reduce", "the function", "reduce(operator.add)")
+
     def step(_key: Any, value: Any, acc: Any) -> Any:
         return value if acc is _ABSENT else fn(acc, value)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
 from ...progress import Source, Target
-from ..builder import OperatorBuilder
+from ..builder import OperatorBuilder, routed_by_key
 from ..channels import push_to_all
 from ..stream import Pusher, S, StreamCore
 
@@ -29,13 +29,15 @@ __all__ = ["enter", "leave", "feedback", "connect_loop", "LoopHandle"]
 class _EnterPort:
     """Where a stream enters a scope: converts times, counts, and feeds the inner consumers."""
 
-    __slots__ = ("pushers", "_scope", "_input", "_to_inner")
+    __slots__ = ("pushers", "_scope", "_input", "_to_inner", "routed")
 
     def __init__(self, scope: Scope[Any], input: int) -> None:
         self.pushers: list[Pusher] = []
         self._scope = scope
         self._input = input
         self._to_inner = scope.refinement.to_inner
+        self.routed = False
+        """Whether the records are on the worker their key routes to (see :func:`..builder.routed_by_key`)."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         inner = self._to_inner(time)
@@ -46,11 +48,13 @@ class _EnterPort:
 class _LeavePort:
     """Where a stream leaves a scope: converts times back and feeds the outer consumers."""
 
-    __slots__ = ("pushers", "_to_outer")
+    __slots__ = ("pushers", "_to_outer", "routed")
 
     def __init__(self, scope: Scope[Any]) -> None:
         self.pushers: list[Pusher] = []
         self._to_outer = scope.refinement.to_outer
+        self.routed = False
+        """Whether the records are on the worker their key routes to (see :func:`..builder.routed_by_key`)."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         outer = self._to_outer(time)
@@ -66,6 +70,7 @@ def enter(stream: S, inner: Scope[Any]) -> S:
     port = inner.add_input()
     stream.scope.add_edge(stream.source, Target(inner.index, port))
     enter_port = _EnterPort(inner, port)
+    enter_port.routed = routed_by_key(stream)
     stream.attach(enter_port)
     result: S = inner.new_stream(Source(0, port), enter_port)
     return result
@@ -79,6 +84,7 @@ def leave(stream: S) -> S:
     port = inner.add_output()
     inner.add_edge(stream.source, Target(0, port))
     leave_port = _LeavePort(inner)
+    leave_port.routed = routed_by_key(stream)
     stream.attach(leave_port)
     result: S = outer.new_stream(Source(inner.index, port), leave_port)
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...errors import GraphError
-from ..builder import OperatorBuilder
+from ..builder import OperatorBuilder, check_function
 from ..stream import S
 from .maplike import batch_operator
 
@@ -16,11 +16,12 @@ __all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch
 
 
 def exchange(stream: S, key: Callable[[Any], Any]) -> S:
-    return batch_operator(stream, "Exchange", lambda _t, batch: batch, exchange=key)
+    check_function(key, stream.scope, "Exchange", "the key", "exchange(lambda r: r[0])")
+    return batch_operator(stream, "Exchange", lambda _t, batch: batch, exchange=key, passes=True)
 
 
 def broadcast(stream: S) -> S:
-    return batch_operator(stream, "Broadcast", lambda _t, batch: batch, broadcast=True)
+    return batch_operator(stream, "Broadcast", lambda _t, batch: batch, broadcast=True, passes=True)
 
 
 def concatenate(scope: Scope[S], streams: Sequence[S]) -> S:
@@ -29,6 +30,7 @@ def concatenate(scope: Scope[S], streams: Sequence[S]) -> S:
     if not streams:
         raise GraphError("concatenate needs at least one stream")
     builder = OperatorBuilder(scope, "Concatenate")
+    builder.op.keeps_routing = True
     inputs = [builder.new_input(stream) for stream in streams]
     out, result = builder.new_output()
 
@@ -44,6 +46,7 @@ def concatenate(scope: Scope[S], streams: Sequence[S]) -> S:
 def split(stream: S, name: str, outputs: int, choose: Callable[[list[Any]], list[list[Any]]]) -> list[S]:
     """One input, ``outputs`` outputs, same times: ``choose(batch)`` returns one list per output."""
     builder = OperatorBuilder(stream.scope, name)
+    builder.op.keeps_routing = True
     inp = builder.new_input(stream)
     ports, streams = zip(*(builder.new_output() for _ in range(outputs)), strict=True)
 
@@ -58,6 +61,9 @@ def split(stream: S, name: str, outputs: int, choose: Callable[[list[Any]], list
 
 
 def partition(stream: S, parts: int, fn: Callable[[Any], int]) -> list[S]:
+    check_function(fn, stream.scope, "Partition", "the function choosing a record's part",
+                   f"partition({parts}, lambda r: r[0] % {parts})")
+
     def choose(batch: list[Any]) -> list[list[Any]]:
         out: list[list[Any]] = [[] for _ in range(parts)]
         for record in batch:
@@ -71,6 +77,8 @@ def partition(stream: S, parts: int, fn: Callable[[Any], int]) -> list[S]:
 
 
 def branch(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
+    check_function(predicate, stream.scope, "Branch", "the predicate", "branch(lambda r: r > 0)")
+
     def choose(batch: list[Any]) -> list[list[Any]]:
         no: list[Any] = []
         yes: list[Any] = []
@@ -85,7 +93,9 @@ def branch(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
 def branch_when(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
     """Timely's ``branch_when``: each batch goes whole by its time, to the second stream if
     ``predicate(time)`` is true, else to the first. The predicate runs once per batch, not per record."""
+    check_function(predicate, stream.scope, "BranchWhen", "the predicate of the time", "branch_when(lambda t: t > 9)")
     builder = OperatorBuilder(stream.scope, "BranchWhen")
+    builder.op.keeps_routing = True
     inp = builder.new_input(stream)
     (no, false_stream), (yes, true_stream) = builder.new_output(), builder.new_output()
 
@@ -98,6 +108,8 @@ def branch_when(stream: S, predicate: Callable[[Any], object]) -> tuple[S, S]:
 
 
 def ok_err(stream: S, fn: Callable[[Any], tuple[bool, Any]]) -> tuple[S, S]:
+    check_function(fn, stream.scope, "OkErr", "the function", "ok_err(lambda r: (True, r) if r else (False, r))")
+
     def choose(batch: list[Any]) -> list[list[Any]]:
         oks: list[Any] = []
         errs: list[Any] = []

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import CapabilityError
 from ...progress import FrontierInterest
-from ..builder import OperatorBuilder
+from ..builder import OperatorBuilder, check_function
 from ..capability import Capability, CapabilityRef
 from ..operator import Logic
 from ..ports import OperatorOutput, TimeOrder
@@ -96,14 +96,17 @@ def _delaying(stream: S, name: str, new_time: Callable[[Any, Any], Any], per_rec
 
 
 def delay(stream: S, fn: Callable[[Any, Any], Any]) -> S:
+    check_function(fn, stream.scope, "Delay", "the function", "delay(lambda r, t: t + 10)")
     return _delaying(stream, "Delay", fn, per_record=True)
 
 
 def delay_batch(stream: S, fn: Callable[[Any], Any]) -> S:
+    check_function(fn, stream.scope, "DelayBatch", "the function", "delay_batch(lambda t: t + 10)")
     return _delaying(stream, "DelayBatch", lambda _record, time: fn(time), per_record=False)
 
 
 def accumulate(stream: S, init: Any, fn: Callable[[Any, list[Any]], Any], *, name: str = "Accumulate") -> S:
+    check_function(fn, stream.scope, name, "the function", "accumulate(0, lambda acc, rs: acc + sum(rs))")
     builder = OperatorBuilder(stream.scope, name)
     inp = builder.new_input(stream, interest=IF_CAPABILITY)
     out, result = builder.new_output()

@@ -32,7 +32,7 @@ import time as _time
 from typing import Any, Callable, Sequence
 
 from ...progress import FrontierInterest, Product
-from ..builder import OperatorBuilder
+from ..builder import OperatorBuilder, check_function
 from ..capability import Capability
 from ..operator import Logic
 from ..ports import OperatorOutput
@@ -79,6 +79,13 @@ def _check(spec: Any, aggregation: Any, lateness: Any, late: Any, time: Any, nam
     return agg
 
 
+def _check_functions(scope: Any, key: Any, time: Any, name: str) -> None:
+    """The key and event-time functions, as the operator calls them: plain functions of the record."""
+    check_function(key, scope, name, "the key", "window(..., key=lambda r: r[0])", optional=True)
+    if callable(time):
+        check_function(time, scope, name, "the event time", "window(..., time=lambda r: r['ts'])")
+
+
 def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggregation], *,
            key: Callable[[Any], Any] | None = None, time: Callable[[Any], int] | str | None = None,
            timed: bool = False, lateness: int = 0, late: str = "drop", early: bool | int = False,
@@ -89,6 +96,7 @@ def window(stream: S, spec: WindowSpec, aggregation: Aggregation | Sequence[Aggr
     ``early=True``, also each window's partial result whenever a time changes it, at that time (before
     ``end + lateness``: the result at ``end + lateness`` is the final one). ``combine``: see :func:`_combining`."""
     agg = _check(spec, aggregation, lateness, late, time, name)
+    _check_functions(stream.scope, key, time, name)
     if type(early) is not bool and (type(early) is not int or early < 1):
         raise ValueError(f"{name}: early must be True, False or a period (a positive int), not {early!r}")
     period = 1 if early is True else int(early)   # early results at most once per period of dataflow time
