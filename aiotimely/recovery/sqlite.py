@@ -50,14 +50,16 @@ whatever a writer put there). The checksums catch damage, not malice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import os
 import pickle
 import re
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..dataflow.state import Restored
 from ..errors import RecoveryError
@@ -131,8 +133,9 @@ class Recovery:
         self._resumed: dict[tuple[str, int], Path | None] = {}   # (dataflow, worker) -> generation resumed from
         self._writing: dict[int, tuple[Path, int]] = {}   # worker -> the generation it writes, and its workers
         # (both by worker or popped once used: a long build of many short dataflows keeps nothing per dataflow)
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._queues: dict[int, _Queue] = {}                     # worker -> its store operations, in order
         self._committed: set[Path] = set()                       # generations known to be marked committed
+        self._writers: dict[Path, tuple[sqlite3.Connection, int | None]] = {}   # path -> connection, inode
 
     def __repr__(self) -> str:
         return f"Recovery({str(self.directory)!r}, every={self.every})"
@@ -427,55 +430,56 @@ class Recovery:
     async def write(self, dataflow: str, worker: int, lo: int, hi: int | None, pieces: dict[str, bytes]) -> None:
         state = pickle.dumps(pieces, protocol=pickle.HIGHEST_PROTOCOL)
         path = self._file(self._writing_for(dataflow, worker)[0], worker)
-        async with self._lock(worker):
-            await asyncio.to_thread(self._write, path, dataflow, lo, hi, state)
+        await self._queue(worker).run(functools.partial(self._write, path, dataflow, lo, hi, state))
 
-    @staticmethod
-    def _write(path: Path, dataflow: str, lo: int, hi: int | None, state: bytes) -> None:
-        digest = _digest(state)
-        db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    def _writer(self, path: Path) -> sqlite3.Connection:
+        """The connection that writes a worker's own file: opened once, used by the worker's queue only (in a
+        thread, one operation at a time), closed with the store (a connection per write costs more than the
+        write)."""
         try:
-            with _transaction(db):
-                db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?, ?)",
-                           (dataflow, lo, hi, digest, _range_check(dataflow, lo, hi, digest), state))
-        finally:
-            db.close()
+            inode = os.stat(path).st_ino
+        except OSError:
+            inode = None  # (gone: opening it below makes an empty file, and the write fails saying so)
+        kept = self._writers.get(path)
+        if kept is not None and kept[1] == inode and inode is not None:
+            return kept[0]
+        if kept is not None:
+            kept[0].close()  # the file was replaced since (a directory moved away and made anew)
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        self._writers[path] = (db, inode)
+        return db
+
+    def _write(self, path: Path, dataflow: str, lo: int, hi: int | None, state: bytes) -> None:
+        digest = _digest(state)
+        with _transaction(self._writer(path)) as db:
+            db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?, ?)",
+                       (dataflow, lo, hi, digest, _range_check(dataflow, lo, hi, digest), state))
 
     async def mark(self, dataflow: str, worker: int, drained: int | None) -> None:
         writing = self._writing_for(dataflow, worker)[0]
-        async with self._lock(worker):
-            if drained != 0 and writing not in self._committed:
-                await asyncio.to_thread(self._commit, writing)   # before any file of it holds a mark
-            await asyncio.to_thread(self._mark, self._file(writing, worker), dataflow, drained)
+        await self._queue(worker).run(functools.partial(self._mark, writing, worker, dataflow, drained))
 
-    @staticmethod
-    def _mark(path: Path, dataflow: str, drained: int | None) -> None:
-        db = sqlite3.connect(path, timeout=60, isolation_level=None)
-        try:
-            with _transaction(db):
-                row = db.execute("SELECT shape, superseded FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
-                if row is not None:
-                    db.execute("UPDATE dataflows SET drained = ?, checksum = ? WHERE name = ?",
-                               (drained, _row_check(dataflow, row[0], drained, row[1]), dataflow))
-        finally:
-            db.close()
+    def _mark(self, writing: Path, worker: int, dataflow: str, drained: int | None) -> None:
+        if drained != 0:
+            self._commit(writing)  # before any file of the generation holds a mark
+        path = self._file(writing, worker)
+        with _transaction(self._writer(path)) as db:
+            row = db.execute("SELECT shape, superseded FROM dataflows WHERE name = ?", (dataflow,)).fetchone()
+            if row is not None:
+                db.execute("UPDATE dataflows SET drained = ?, checksum = ? WHERE name = ?",
+                           (drained, _row_check(dataflow, row[0], drained, row[1]), dataflow))
 
     async def prune(self, dataflow: str, worker: int, complete: int) -> None:
         writing, peers = self._writing_for(dataflow, worker)
-        async with self._lock(worker):
-            await asyncio.to_thread(self._prune, writing, peers, worker, dataflow, complete)
+        await self._queue(worker).run(functools.partial(self._prune, writing, peers, worker, dataflow, complete))
 
     def _prune(self, writing: Path, peers: int, worker: int, dataflow: str, complete: int) -> None:
         """Records only of snapshots older than ``complete`` go in this generation; in the older ones, every
         record of the dataflow goes from the files of the old workers ``j`` with ``j % workers == worker``, and
         their entry says that this generation superseded them."""
-        db = sqlite3.connect(self._file(writing, worker), timeout=60, isolation_level=None)
-        try:
-            with _transaction(db):
-                db.execute("DELETE FROM snapshots WHERE dataflow = ? AND hi IS NOT NULL AND hi < ?",
-                           (dataflow, complete))
-        finally:
-            db.close()
+        with _transaction(self._writer(self._file(writing, worker))) as db:
+            db.execute("DELETE FROM snapshots WHERE dataflow = ? AND hi IS NOT NULL AND hi < ?",
+                       (dataflow, complete))
         for _, workers, folder in self._generations():
             if folder == writing:
                 continue
@@ -507,8 +511,61 @@ class Recovery:
                                 "before it began")
         return writing
 
-    def _lock(self, worker: int) -> asyncio.Lock:
-        lock = self._locks.get(worker)
-        if lock is None:
-            lock = self._locks[worker] = asyncio.Lock()
-        return lock
+    def _queue(self, worker: int) -> _Queue:
+        queue = self._queues.get(worker)
+        if queue is None:
+            queue = self._queues[worker] = _Queue()
+        return queue
+
+
+class _Queue:
+    """One worker's store operations, run in the order given, in a thread: those that come while a batch runs
+    go together in the next batch, one thread hop for all of them, so that a worker finishing many small
+    dataflows keeps up with their snapshots instead of holding each dataflow until its turn."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], None], asyncio.Future[None]]] = []
+        self._running = False
+
+    async def run(self, operation: Callable[[], None]) -> None:
+        """Run ``operation`` after those before it; raise what it raised."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((operation, done))
+        if not self._running:
+            self._running = True
+            try:
+                await self._run_batches()
+            finally:
+                self._running = False
+        await done
+
+    async def _run_batches(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                errors = await asyncio.to_thread(_each, [operation for operation, _ in batch])
+            except BaseException as stopped:  # cancelled while the batch ran: the rest go with it
+                for _, done in batch + self._pending:
+                    if not done.done():
+                        done.set_exception(asyncio.CancelledError() if isinstance(stopped, asyncio.CancelledError)
+                                           else stopped)
+                        done.exception()  # (retrieved: its waiter may be gone)
+                self._pending = []
+                raise
+            for (_, done), error in zip(batch, errors, strict=True):
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+
+
+def _each(operations: list[Callable[[], None]]) -> list[Exception | None]:
+    """Run each of ``operations`` in turn; what each raised (``None``: nothing)."""
+    errors: list[Exception | None] = []
+    for operation in operations:
+        try:
+            operation()
+            errors.append(None)
+        except Exception as e:
+            errors.append(e)
+    return errors
