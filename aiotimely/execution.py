@@ -680,22 +680,12 @@ async def _drain(scheduler: Scheduler) -> None:
     computation.request_stop()
     grace = stop_grace()
     if computation.suspending:  # recoverable: nothing ends; stop once the final snapshots are complete
-        taking = asyncio.ensure_future(computation.final_snapshots())
-        try:
-            await asyncio.wait([taking], timeout=grace)
-        except asyncio.CancelledError:  # cancelled again: stop at once
-            pass
-        if not taking.done():
-            taking.cancel()
-            log.warning("%s(its task was cancelled) before its final snapshots were complete: the grace period "
-                        "ended (%g s, AIOTIMELY_STOP_GRACE); a restart resumes from the latest complete one",
-                        STOPPED, grace)
-        elif taking.exception() is not None:
-            log.warning("%s(its task was cancelled) before its final snapshots were complete: %s", STOPPED,
-                        _reason(taking.exception() or Exception(), started=True))
-        return
-    scheduler.end_build()
-    waiting = asyncio.ensure_future(scheduler.step_until_done())
+        waiting = asyncio.ensure_future(computation.final_snapshots())
+        missed = "before its final snapshots were complete (a restart resumes from the latest complete one): "
+    else:
+        scheduler.end_build()
+        waiting = asyncio.ensure_future(scheduler.step_until_done())
+        missed = DID_NOT_DRAIN
     try:
         await asyncio.wait([waiting], timeout=grace)
     except asyncio.CancelledError:  # cancelled again: stop at once
@@ -703,9 +693,9 @@ async def _drain(scheduler: Scheduler) -> None:
     if not waiting.done():
         waiting.cancel()
         log.warning("%s(its task was cancelled) %sthe grace period ended (%g s, AIOTIMELY_STOP_GRACE)",
-                    STOPPED, DID_NOT_DRAIN, grace)
+                    STOPPED, missed, grace)
     elif not waiting.cancelled() and waiting.exception() is not None:
-        log.warning("%s(its task was cancelled) %s%s", STOPPED, DID_NOT_DRAIN,
+        log.warning("%s(its task was cancelled) %s%s", STOPPED, missed,
                     _reason(waiting.exception() or Exception(), started=True))
 
 
