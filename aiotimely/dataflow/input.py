@@ -364,7 +364,9 @@ def source(scope: Scope[S], name: str, logic: Callable[[OperatorOutput, Capabili
     returns (or drops ``cap``) when done. It may await I/O; ``output.activator()`` wakes it.
 
     When the computation is asked to stop (Ctrl-C, SIGTERM), :class:`SourceStopped` is raised where the
-    logic waits: let it through and the source ends, or catch it to send what it holds and end cleanly."""
+    logic waits: let it through and the source ends, or catch it to send what it holds and end cleanly. (A
+    recoverable computation is suspended at a final snapshot instead, and its sources are not stopped: see
+    docs/cli.md.)"""
     if not inspect.iscoroutinefunction(logic):
         raise TypeError(f"source {name!r}: logic must be an 'async def' taking (output, cap)")
     builder = OperatorBuilder(scope, name)
