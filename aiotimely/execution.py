@@ -32,6 +32,7 @@ from .observe.serving import Served
 from .stream import Stream
 from .worker import Computation, Scheduler, WorkerStatistics
 from .worker.computation import Halted
+from .worker.computation import stall_after as _stall_after
 from .worker.logging import LogRegistry
 from .worker.loop import run
 from .worker.watchdog import RunawayStop, Watchdog
@@ -49,14 +50,39 @@ class Worker:
 
     Use ``async with aiotimely.Worker() as worker:`` inside an application (one
     worker, the running loop), or let :func:`aiotimely.execute` create several.
+
+    When a dataflow fails inside the block, the failure is logged at once (logger ``aiotimely``, ERROR, with its
+    traceback), the worker's inputs refuse records, ``worker.failure`` holds it and ``await worker.failed()``
+    returns it; ``on_error(error)`` is called with it, and with ``cancel_on_error=True`` the task running the block
+    is cancelled, as an ``asyncio.TaskGroup`` cancels its body, and the block raises the failure. ``stall_after``
+    (seconds; default ``AIOTIMELY_STALL_AFTER`` or :data:`~aiotimely.worker.computation.STALL_AFTER`, 10; 0: never)
+    is how long a wait on the worker (a probe's, ``step_while``) may see it do nothing before it logs what holds
+    time back.
     """
 
     def __init__(self, index: int = 0, peers: int = 1, *, computation: Computation | None = None,
-                 recovery: StateStore | None = None) -> None:
-        self._scheduler = Scheduler(index, peers,
-                                    computation or Computation(peers, recoverable=recovery is not None))
+                 recovery: StateStore | None = None, on_error: Callable[[BaseException], Any] | None = None,
+                 cancel_on_error: bool = False, stall_after: float | None = None) -> None:
+        if on_error is not None and not callable(on_error):
+            raise TypeError(f"on_error must be a function called with the computation's failure, not "
+                            f"{type(on_error).__name__} {on_error!r}")
+        if computation is None:
+            computation = Computation(peers, recoverable=recovery is not None, stall_after=stall_after)
+        elif stall_after is not None:
+            computation.stall_after = _stall_after(stall_after)
+        self._scheduler = Scheduler(index, peers, computation)
         self._recovery = recovery
         self._served: list[Served] = []
+        self._on_error = on_error
+        self._cancel_on_error = cancel_on_error
+        self._body: asyncio.Task[Any] | None = None
+        """The task running the ``async with`` block, while it runs (an application's worker only)."""
+        self._cancelled = False
+        """The worker cancelled the block (``cancel_on_error``)."""
+        self._stopped = False
+        self._failed_waiters: list[asyncio.Future[BaseException | None]] = []
+        self._reactions: set[asyncio.Future[Any]] = set()
+        computation.on_failure(self._computation_failed)
 
     @property
     def index(self) -> int:
@@ -135,6 +161,77 @@ class Worker:
         """What the worker has done so far: rounds, dataflows, operator activations."""
         return self._scheduler.statistics()
 
+    # -- failure ----------------------------------------------------------------------
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error the computation failed with (an operator's :class:`~aiotimely.DataflowError`, a peer's
+        :class:`~aiotimely.ClusterError`, ...), or ``None`` while it has not failed."""
+        error = self._scheduler.computation.error
+        return None if error is None or isinstance(error, (Halted, asyncio.CancelledError)) else error
+
+    async def failed(self) -> BaseException | None:
+        """Wait until the computation fails and return the error (at once if it has failed already); ``None``
+        once the worker stopped without failing. E.g. ``raise await worker.failed()`` in a task of the
+        application's ``asyncio.TaskGroup`` stops the application with the failure."""
+        error = self.failure
+        if error is not None or self._stopped:
+            return error
+        waiter: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self._failed_waiters.append(waiter)
+        try:
+            return await waiter
+        finally:
+            if waiter in self._failed_waiters:
+                self._failed_waiters.remove(waiter)
+
+    def _computation_failed(self, error: BaseException) -> None:
+        """The computation failed (called at once, from :meth:`Computation.fail`): tell whoever asked."""
+        body = self._body
+        if body is not None:  # an application's block still running: nothing else would say it before it ends
+            if self._cancel_on_error:
+                then = "the block is cancelled, and raises it"
+            else:
+                then = ("waiting on the worker raises it, as leaving the block will (at.Worker(cancel_on_error=True) "
+                        "cancels the block at once)")
+            log.error("the computation failed, so every worker stopped: %s. The worker's InputHandles refuse records "
+                      "from now on; %s", error, then, exc_info=(type(error), error, error.__traceback__))
+        if self._on_error is not None:
+            try:
+                reaction = self._on_error(error)
+            except Exception:
+                log.exception("the on_error callback of the Worker raised (it was called with: %s)", error)
+            else:
+                if inspect.isawaitable(reaction):
+                    self._react(reaction)
+        waiters, self._failed_waiters = self._failed_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(error)
+        if body is not None and self._cancel_on_error and not body.done():
+            self._cancelled = True
+            body.cancel()
+
+    def _react(self, reaction: Any) -> None:
+        """Run what an ``async`` on_error returned as a task, keeping it until it ends; log it if it fails."""
+        task = asyncio.ensure_future(reaction)
+        self._reactions.add(task)
+
+        def done(task: asyncio.Future[Any]) -> None:
+            self._reactions.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                log.error("the on_error callback of the Worker failed", exc_info=task.exception())
+
+        task.add_done_callback(done)
+
+    def _ended(self) -> None:
+        """The worker stopped: whoever awaits :meth:`failed` hears that it did not fail."""
+        self._stopped = True
+        waiters, self._failed_waiters = self._failed_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(self.failure)
+
     def log_register(self) -> LogRegistry:
         """The worker's logs (timely's ``log_register``): ``insert("timely", callback)`` gets batches of
         ``(elapsed, worker, event)``, events being :data:`aiotimely.TimelyEvent` s; ``remove(name)`` stops one.
@@ -145,14 +242,19 @@ class Worker:
 
     async def __aenter__(self) -> Worker:
         self._scheduler.start()
+        self._body = asyncio.current_task()
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         """The block ended: run every dataflow to completion. If the block's task was cancelled (Ctrl-C in
         ``asyncio.run``), stop gracefully first: the sources end, the inputs close and the dataflows drain (for
-        up to :data:`STOP_GRACE` seconds); the ``CancelledError`` then goes on, as it would have."""
+        up to :data:`STOP_GRACE` seconds); the ``CancelledError`` then goes on, as it would have. If the worker
+        cancelled it (``cancel_on_error``), the block raises the failure instead, as an ``asyncio.TaskGroup``
+        does (unless the task was cancelled from outside too)."""
         scheduler = self._scheduler
+        body, self._body = self._body, None
+        ours = self._cancelled and body is not None and body.uncancel() == 0
         try:
             if exc_type is None:
                 scheduler.end_build()
@@ -164,6 +266,10 @@ class Worker:
             for handle in served:
                 await handle.close()
             await scheduler.stop()
+            self._ended()
+        failure = self.failure
+        if ours and failure is not None and exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            raise failure
 
     # -- looking inside ------------------------------------------------------------------
 
@@ -219,6 +325,7 @@ def execute(
     tls: TLSOption = None,
     metrics_port: int | None = None,
     ui_port: int | None = None,
+    stall_after: float | None = None,
 ) -> list[Any]:
     """Run ``build(worker)`` on each of this process's ``workers`` workers, then run every dataflow to completion.
 
@@ -243,7 +350,9 @@ def execute(
     encrypts the connections between processes (docs/security.md).
     ``metrics_port`` serves Prometheus metrics and ``ui_port`` the live dataflow view of this process's
     workers (process ``p`` listens on the port plus ``p``; 0: any free port), each said in one line on
-    stderr, until the computation ends.
+    stderr, until the computation ends. A worker that a build waits on (a probe's ``wait_beyond``,
+    ``step_while``) and that does nothing for ``stall_after`` seconds (default ``AIOTIMELY_STALL_AFTER``, or 10;
+    0: never) logs what holds time back (a forgotten ``advance_to``, a capability kept).
 
     Ctrl-C (SIGINT) or SIGTERM, when the program has not taken them over, stops it gracefully: the sources
     end, the builds still running are cancelled, the inputs close and the dataflows drain what they hold
@@ -265,7 +374,7 @@ def execute(
         result: list[Any] = run(_execute(build, workers, processes, process, addresses, secret=secret,
                                          pickle=pickle, connect_timeout=connect_timeout, peer_timeout=peer_timeout,
                                          recovery=recovery, tls=tls, metrics_port=metrics_port, ui_port=ui_port,
-                                         stop=stop), loop)
+                                         stall_after=stall_after, stop=stop), loop)
     except asyncio.CancelledError:
         if not stop.signals:
             raise
@@ -294,6 +403,7 @@ async def execute_async(
     tls: TLSOption = None,
     metrics_port: int | None = None,
     ui_port: int | None = None,
+    stall_after: float | None = None,
 ) -> list[Any]:
     """:func:`execute` on the running event loop. It leaves signals to the application: when the task awaiting
     it is cancelled (Ctrl-C in ``asyncio.run``), it stops gracefully, as :func:`execute` does on a signal, and
@@ -302,7 +412,8 @@ async def execute_async(
     try:
         return await _execute(build, workers, processes, process, addresses, secret=secret, pickle=pickle,
                               connect_timeout=connect_timeout, peer_timeout=peer_timeout, recovery=recovery,
-                              tls=tls, metrics_port=metrics_port, ui_port=ui_port, stop=stop)
+                              tls=tls, metrics_port=metrics_port, ui_port=ui_port, stall_after=stall_after,
+                              stop=stop)
     except asyncio.CancelledError:
         if stop.asked and stop.reason is not None:
             log.warning("%s", stop.line())
@@ -312,7 +423,8 @@ async def execute_async(
 async def _execute(build: Callable[[Worker], Any], workers: int, processes: int, process: int,
                    addresses: Sequence[str] | None, *, secret: str | bytes | None, pickle: bool,
                    connect_timeout: float | None, peer_timeout: float | None, recovery: StateStore | None,
-                   tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop) -> list[Any]:
+                   tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop,
+                   stall_after: float | None = None) -> list[Any]:
     """The computation of :func:`execute` and :func:`execute_async`. Cancelling the task that runs it asks it to
     stop: before the workers run, at once; then gracefully (:func:`_wait_draining`); it ends with the
     ``CancelledError`` either way, and ``stop`` says how it went."""
@@ -320,6 +432,7 @@ async def _execute(build: Callable[[Worker], Any], workers: int, processes: int,
     if not callable(build):
         raise TypeError(f"execute(build, ...) takes a function build(worker) that builds the worker's dataflows, "
                         f"not {type(build).__name__} {build!r}")
+    stall_after = _stall_after(stall_after)  # (a bad setting is refused before anything starts)
     event_loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -327,7 +440,8 @@ async def _execute(build: Callable[[Worker], Any], workers: int, processes: int,
     try:
         return await _start(build, workers, processes, process, addresses, secret=secret, pickle=pickle,
                             connect_timeout=connect_timeout, peer_timeout=peer_timeout, recovery=recovery,
-                            tls=tls, metrics_port=metrics_port, ui_port=ui_port, stop=stop)
+                            tls=tls, metrics_port=metrics_port, ui_port=ui_port, stop=stop,
+                            stall_after=stall_after)
     except asyncio.CancelledError:
         stop.asked = True
         raise
@@ -351,7 +465,8 @@ def _check_shape(workers: Any, processes: Any, process: Any) -> None:
 async def _start(build: Callable[[Worker], Any], workers: int, processes: int, process: int,
                  addresses: Sequence[str] | None, *, secret: str | bytes | None, pickle: bool,
                  connect_timeout: float | None, peer_timeout: float | None, recovery: StateStore | None,
-                 tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop) -> list[Any]:
+                 tls: TLSOption, metrics_port: int | None, ui_port: int | None, stop: _Stop,
+                 stall_after: float | None = None) -> list[Any]:
     """Connect to the other processes, if any, and run the workers."""
     cluster = None
     if processes > 1:
@@ -371,10 +486,10 @@ async def _start(build: Callable[[Worker], Any], workers: int, processes: int, p
             await cluster.close()
             raise
         computation = Computation(processes * workers, fabric=cluster.fabric, distributed=True,
-                                  recoverable=recovery is not None)
+                                  recoverable=recovery is not None, stall_after=stall_after)
         cluster.on_failure = computation.fail
     else:
-        computation = Computation(workers, recoverable=recovery is not None)
+        computation = Computation(workers, recoverable=recovery is not None, stall_after=stall_after)
     return await _run_workers(build, computation, cluster, process, workers, processes, recovery,
                               metrics_port, ui_port, stop)
 
@@ -480,6 +595,7 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
             await asyncio.wait(tasks)
         for worker in members:
             await worker._scheduler.stop()
+            worker._ended()
         for handle in served:
             await _close_quietly(handle)
         if cluster is not None:

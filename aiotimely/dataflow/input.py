@@ -8,9 +8,10 @@ from collections import deque
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generator, Generic, Iterable
 
-from ..errors import CapabilityError, GraphError
+from ..errors import CapabilityError, DataflowError, GraphError
 from ..progress import Antichain, FrontierInterest, MutableAntichain
 from ..worker import wake_all
+from ..worker.schedule import Awaited
 from .builder import OperatorBuilder
 from .capability import Capability
 from .operator import Logic, OperatorRuntime
@@ -50,6 +51,10 @@ class InputHandle(Generic[R]):
     An application that produces faster than the dataflow consumes uses
     ``await asend(x)`` / ``await asend_batch(xs)``, which wait while more than
     :data:`BUFFERED` records wait in the handle.
+
+    Once the computation has failed, everything that would feed it (``send``,
+    ``send_batch``, ``asend``, ``advance_to``, ``close``) raises a
+    :class:`~aiotimely.DataflowError` saying so, whose ``__cause__`` is the failure.
     """
 
     def __init__(self) -> None:
@@ -63,6 +68,7 @@ class InputHandle(Generic[R]):
         self._buffered = 0
         self._room: list[asyncio.Future[None]] = []
         self._closed = False
+        self._failure: BaseException | None = None  # (the computation's: then _closed too, so send checks one flag)
 
     def to_stream(self, scope: Scope[Stream[Any]]) -> Stream[R]:
         """The stream of what this handle sends, in ``scope``."""
@@ -73,6 +79,8 @@ class InputHandle(Generic[R]):
         self._op = builder.build(self._attach)
         self._activator = self._op.activator()
         scope.worker.at_build_end(self._close_at_build_end, scope.dataflow.index)
+        scope.dataflow.remedies[self._op.path] = "call advance_to() or close() on its InputHandle"
+        scope.worker.watch_failure(self, InputHandle._computation_failed)
         result: Stream[R] = stream
         return result
 
@@ -93,8 +101,27 @@ class InputHandle(Generic[R]):
     def _check_open(self, action: str) -> Capability:
         cap = self._capability()
         if self._closed:
+            if self._failure is not None:
+                raise self._refusal(action)
             raise CapabilityError(f"cannot {action}: the InputHandle of {cap._op.describe()} is closed")
         return cap
+
+    def _computation_failed(self, error: BaseException) -> None:
+        """The computation failed: refuse everything from now on (the one flag ``send`` checks says so)."""
+        self._failure = error
+        self._closed = True
+        wake_all(self._room)  # (an asend waiting for room: it hears the failure from the worker)
+
+    def _refusal(self, action: str) -> DataflowError:
+        """The error an action on the handle of a failed computation raises: it says so, caused by the failure."""
+        failure = self._failure
+        assert failure is not None and self._op is not None
+        located = {name: getattr(failure, name, None) for name in ("dataflow", "operator", "path", "worker", "time")}
+        kind = "" if isinstance(failure, DataflowError) else f"{type(failure).__name__}: "
+        error = DataflowError(f"cannot {action} through the InputHandle of {self._op.describe()}: the computation "
+                              f"failed: {kind}{failure}", **located)
+        error.__cause__ = failure
+        return error
 
     def _wake(self) -> None:
         assert self._activator is not None
@@ -173,6 +200,8 @@ class InputHandle(Generic[R]):
         """Introduce nothing more: the dataflow may complete. Closing twice is harmless."""
         cap = self._capability()
         if self._closed:
+            if self._failure is not None:
+                raise self._refusal("close")
             return
         self._seal()
         self._closed = True
@@ -233,12 +262,15 @@ class ProbeHandle:
         self._frontier: MutableAntichain[Any] | None = None
         self._waiters: list[tuple[Any, asyncio.Future[None]]] = []
         self._worker: WorkerHandle | None = None
+        self._op: OperatorRuntime | None = None  # (the first it watches: where a stalled wait says it is)
 
     def _attach(self, op: OperatorRuntime) -> None:
         ttype = op.ttype
         if self._frontier is None:
             self._frontier = MutableAntichain(less_equal=ttype.less_equal, totally_ordered=ttype.totally_ordered)
             self._worker = op.worker
+            self._op = op
+            op.worker.describe_waits(self, ProbeHandle._awaited)
         self._frontier.update_iter([(ttype.minimum, 1)])  # until the probe hears its first frontier
 
     def _update(self, changes: list[tuple[Any, int]]) -> None:
@@ -298,6 +330,23 @@ class ProbeHandle:
         fut = worker.waiter()
         self._waiters.append((time, fut))
         await fut
+
+    def _awaited(self) -> list[Awaited]:
+        """What the waits on this probe wait for, in words (asked only for a stall report)."""
+        op = self._op
+        assert op is not None
+        scope = op.scope
+        said = []
+        for time, fut in self._waiters:
+            if fut.done():
+                continue
+            if time is _DONE:
+                said.append(Awaited(f"a probe waits for {scope.describe()} to complete (wait_done)",
+                                    scope.dataflow.index))
+            else:
+                said.append(Awaited(f"a probe in {scope.describe()} waits for time {time!r} to complete "
+                                    "(wait_beyond)", scope.dataflow.index, scope.path, time))
+        return said
 
     def __repr__(self) -> str:
         return f"ProbeHandle(frontier={self._frontier.frontier if self._frontier else 'unattached'})"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar, Uni
 
 from ..errors import GraphError
 from ..worker.logging import OperatesEvent, ScheduleEvent, ShutdownEvent, StartStop, progress_event
+from ..worker.schedule import Hold
 from ..progress import (
     Antichain,
     Product,
@@ -62,6 +63,9 @@ class Dataflow(Generic[S]):
         self.root: Scope[S] = Scope(worker, self, Refinement.region(timestamp_type(timestamp)), name=name)
         self.snapshotter = Snapshotter(self.root, store) if store is not None else None
         """The dataflow's snapshots on this worker, when it is recoverable (built with a state store)."""
+        self.remedies: dict[tuple[int, ...], str] = {}
+        """What a user does to release the times an operator holds, by the operator's path, where only the user
+        can (an :class:`~aiotimely.InputHandle`'s: advance it or close it): said when a wait stalls on it."""
 
     def allocate_channel(self) -> tuple[int, int]:
         """The next channel id; every worker allocates the same ids in the same order."""
@@ -434,6 +438,42 @@ class Scope(Generic[S]):
             waiting = [op.name for op in self.operators() if not op.done]
             found.append(f"dataflow {self.dataflow.name!r} on worker {self.worker.index} is incomplete "
                          f"(unfinished operators: {waiting})")
+        return found
+
+    def holds(self) -> list[Hold]:
+        """Every time an operator of this scope (nested scopes too) holds back on this worker, with what
+        releases it: for a stall report, which runs when a waited-on worker does nothing for a while."""
+        remedies = self.dataflow.remedies
+        index = self.dataflow.index
+        found: list[Hold] = []
+        for op in self.operators():
+            if op.done:
+                continue
+            held = {t for _, t in op.held_capabilities()}
+            queued = {t for port in op.inputs for t, _ in port._queue} - held
+            if not held and not queued:
+                continue
+            remedy = remedies.get(op.path)
+            on_io = remedy is None and (op._waiting is not None or op.externally_driven)
+            if remedy is not None:
+                why = remedy
+            elif op._waiting is not None:
+                why = ("it holds a capability there while its logic awaits something outside the dataflow (a "
+                       "connection, a timer, a task): the time passes once that completes and the logic lets the "
+                       "capability go")
+            elif op.externally_driven:
+                why = ("it holds a capability there and waits to be activated from outside (its Activator): the "
+                       "time passes once whatever drives it lets the capability go")
+            else:
+                why = ("it holds a capability there: its logic must drop or downgrade it once the time is done "
+                       "(a capability kept after its time holds every later time back)")
+            where = op.describe()
+            less_equal = op.ttype.less_equal
+            scope = op.scope.path
+            found.extend(Hold(index, scope, t, less_equal, where, why, on_io) for t in held)
+            found.extend(Hold(index, scope, t, less_equal, where, "records at that time wait at its input, not "
+                              "taken yet (its logic is not reading its input: it awaits something else, or waits "
+                              "for room downstream)", on_io) for t in queued)
         return found
 
     def abandon(self) -> None:

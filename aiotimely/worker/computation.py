@@ -5,7 +5,10 @@ keep snapshots, they are suspended at a final snapshot (nothing ends, so no wind
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable
+import logging
+import os
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..comm.local import LocalFabric
 from ..errors import DataflowError
@@ -14,7 +17,37 @@ if TYPE_CHECKING:
     from ..comm.fabric import Fabric
     from .scheduler import Scheduler
 
-__all__ = ["Computation", "Halted"]
+__all__ = ["Computation", "Halted", "STALL_AFTER", "stall_after"]
+
+log = logging.getLogger("aiotimely")
+
+T = TypeVar("T")
+
+STALL_AFTER = 10.0
+"""Seconds a worker waited on (a probe's ``wait_beyond`` / ``wait_done``, ``step_while``) may do nothing before it
+says, in one log line, what holds time back; ``AIOTIMELY_STALL_AFTER`` overrides it (0: never)."""
+
+
+def stall_after(seconds: float | None = None) -> float:
+    """``seconds``, else ``AIOTIMELY_STALL_AFTER`` when set, else :data:`STALL_AFTER`; 0 turns stall reports off."""
+    where = "stall_after"
+    if seconds is None:
+        text = os.environ.get("AIOTIMELY_STALL_AFTER")
+        if text is None or not text.strip():
+            return STALL_AFTER
+        where = "AIOTIMELY_STALL_AFTER"
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise ValueError(f"AIOTIMELY_STALL_AFTER={text!r} is not a number of seconds: give e.g. 10, or 0 to "
+                             "turn stall reports off") from None
+    if not seconds >= 0:  # (NaN too)
+        raise ValueError(f"{where} must be a number of seconds, at least 0 (0 turns stall reports off), "
+                         f"not {seconds!r}")
+    return float(seconds)
+
+
+_stall_after = stall_after  # (for Computation, whose argument of that name hides it)
 
 
 class Halted(Exception):
@@ -28,7 +61,7 @@ class Computation:
     failure among them, which stops them all."""
 
     def __init__(self, peers: int, *, fabric: Fabric | None = None, distributed: bool = False,
-                 recoverable: bool = False) -> None:
+                 recoverable: bool = False, stall_after: float | None = None) -> None:
         self.peers = peers
         self.fabric: Fabric = fabric if fabric is not None else LocalFabric(peers)
         self.distributed = distributed
@@ -42,6 +75,11 @@ class Computation:
         self._next_stop = 0
         self._final_snapshots: dict[int, Callable[[], asyncio.Future[None]]] = {}
         self._taken: list[asyncio.Future[None]] = []
+        self.stall_after = _stall_after(stall_after)
+        """Seconds a waited-on worker may do nothing before it says what holds time back (0: never)."""
+        self._watchers: weakref.WeakKeyDictionary[Any, Callable[[Any, BaseException], None]] = (
+            weakref.WeakKeyDictionary())
+        self._on_failure: list[Callable[[BaseException], None]] = []
 
     @property
     def suspending(self) -> bool:
@@ -49,11 +87,41 @@ class Computation:
         return self.stopping and self.recoverable
 
     def fail(self, error: BaseException) -> None:
-        """Record the first failure and wake every worker so that all of them stop."""
-        if self.error is None:
+        """Record the first failure and wake every worker so that all of them stop; tell who watches for it
+        (:meth:`watch_failure`, :meth:`on_failure`) at once, unless it is a stop (:class:`Halted`, a cancellation)."""
+        first = self.error is None
+        if first:
             self.error = error
         for worker in self.workers:
             worker.wake_up()
+        if not first or isinstance(error, (Halted, asyncio.CancelledError)):
+            return
+        for owner, told in list(self._watchers.items()):
+            told(owner, error)
+        for fn in list(self._on_failure):
+            try:
+                fn(error)
+            except Exception:  # (a listener's bug must not stop the others, nor the workers stopping)
+                log.exception("a listener for the computation's failure raised")
+
+    def watch_failure(self, owner: T, told: Callable[[T, BaseException], None]) -> None:
+        """Call ``told(owner, error)`` when the computation fails (at once if it has), holding ``owner`` weakly:
+        what an :class:`~aiotimely.InputHandle` uses to refuse records from then on, at no cost per record."""
+        if self.error is not None and not isinstance(self.error, (Halted, asyncio.CancelledError)):
+            told(owner, self.error)
+        else:
+            self._watchers[owner] = told
+
+    def on_failure(self, fn: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Call ``fn(error)`` when the computation fails (not when it is stopped); returns a function that
+        forgets ``fn``."""
+        self._on_failure.append(fn)
+
+        def forget() -> None:
+            if fn in self._on_failure:
+                self._on_failure.remove(fn)
+
+        return forget
 
     def request_stop(self) -> None:
         """Stop gracefully: every source registered with :meth:`on_stop` is told to end (it ends as if its input

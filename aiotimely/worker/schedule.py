@@ -5,12 +5,15 @@ something outside may still wake it, say what keeps it from completing, close.
 Dataflow code reaches the worker only through :class:`WorkerHandle`: its place in
 the computation, its fabric, activations, a task group for helper tasks,
 waiters that fail with the computation, and the ``"timely"`` log.
+
+A worker waited on that does nothing for a while says what holds time back: who waits,
+in words (:class:`Awaited`), and what each dataflow holds (:class:`Hold`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Iterator, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from ..comm.fabric import Fabric
@@ -18,7 +21,40 @@ if TYPE_CHECKING:
     from .logging import Logger, TimelyEvent
     from .statistics import Counted
 
-__all__ = ["Schedule", "WorkerHandle"]
+__all__ = ["Awaited", "Hold", "Schedule", "WorkerHandle"]
+
+T = TypeVar("T")
+
+
+class Awaited(NamedTuple):
+    """What a task waiting on the worker waits for, in words: for a stall report
+    (:meth:`WorkerHandle.describe_waits`)."""
+
+    what: str
+    """E.g. ``a probe in dataflow 'x' waits for time 0 to complete``."""
+    dataflow: int | None
+    """The index of the dataflow it waits on (``None``: any of the worker's)."""
+    scope: tuple[int, ...] | None = None
+    """The path of the scope whose ``time`` it waits to pass (``None``: no particular time)."""
+    time: Any = None
+
+
+class Hold(NamedTuple):
+    """A time an operator of a dataflow holds back on one worker: by a capability, or by records waiting at its
+    input; with what releases it, in words."""
+
+    dataflow: int
+    scope: tuple[int, ...]
+    """The path of the operator's scope: times compare within a scope."""
+    time: Any
+    less_equal: Callable[[Any, Any], bool]
+    """The scope's partial order."""
+    operator: str
+    """The operator in words: name, index, scopes, dataflow, worker."""
+    why: str
+    """What it waits for, and how to release the time."""
+    on_io: bool
+    """The operator waits for something outside the dataflow (a connection, a timer): it may well be idle."""
 
 
 class Schedule(Protocol):
@@ -37,6 +73,10 @@ class Schedule(Protocol):
 
     def blockers(self) -> list[str]:
         """What keeps it from completing, in words, for a user."""
+        ...
+
+    def holds(self) -> list[Hold]:
+        """Every time its operators hold back on this worker (for a stall report: it runs then only)."""
         ...
 
     async def close(self) -> None:
@@ -98,6 +138,16 @@ class WorkerHandle(Protocol):
 
     def waiter(self) -> asyncio.Future[None]:
         """A future on the worker's loop that fails with the computation's error if the worker stops first."""
+        ...
+
+    def describe_waits(self, owner: T, describe: Callable[[T], list[Awaited]]) -> None:
+        """``describe(owner)`` says what ``owner`` (a probe) waits for now, if anything: asked only when a worker
+        waited on does nothing for a while, to say so (so a wait costs nothing more); ``owner`` is held weakly."""
+        ...
+
+    def watch_failure(self, owner: T, told: Callable[[T, BaseException], None]) -> None:
+        """Call ``told(owner, error)`` as soon as the computation fails (at once if it has), holding ``owner``
+        weakly (an input refuses records from then on, at no cost per record)."""
         ...
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str,

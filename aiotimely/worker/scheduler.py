@@ -4,7 +4,11 @@ Each round the worker runs every dataflow that something activated (data
 arrived, a frontier moved, a progress batch came in, an activator fired, a future
 an operator awaited completed); each dataflow runs only the operators that asked.
 With nothing to do, the scheduler sleeps on a future that any activation
-resolves: an idle worker costs nothing. The scheduler task runs inside an
+resolves: an idle worker costs nothing. (While someone waits on it for progress, with a
+probe's ``wait_beyond`` or ``step_while``, one timer looks now and then: a worker that ran
+no round for ``stall_after`` seconds logs what holds time back, :meth:`Scheduler.stall_report`.
+Nothing is done for it per round.)
+The scheduler task runs inside an
 ``asyncio.TaskGroup``: helper tasks that operators start (:meth:`Scheduler.start_soon`)
 are cancelled and awaited when the worker stops, and one that fails fails the
 computation.
@@ -20,6 +24,7 @@ import functools
 import logging
 import threading
 import time as _time
+import weakref
 from collections import deque
 from typing import Any, Callable, Coroutine
 
@@ -27,10 +32,11 @@ from ..errors import DataflowError
 from .activations import Activations
 from .computation import Computation
 from .logging import LogRegistry, Logger, ParkEvent, ScheduleEvent, ShutdownEvent, StartStop, TimelyEvent
-from .schedule import Schedule
+from .schedule import Awaited, Hold, Schedule
 from .statistics import WorkerStatistics
 
-__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT", "KEEP_FINISHED", "wake_all"]
+__all__ = ["Scheduler", "WorkerStatistics", "CLOSE_TIMEOUT", "KEEP_FINISHED", "STALL_CHECKS", "STALL_HOLDERS",
+           "STALL_REPEAT", "wake_all"]
 
 log = logging.getLogger("aiotimely.worker")
 
@@ -42,6 +48,16 @@ LOGGED_NAMES = 20
 
 CLOSE_TIMEOUT = 5.0
 """Seconds the operators of a stopping worker get to run their cleanup (``finally``, ``async with``)."""
+
+STALL_REPEAT = 10
+"""A stall report is repeated, unchanged, only after this many times ``stall_after`` (a changed one at once)."""
+
+STALL_HOLDERS = 5
+"""How many holders a stall report names for one wait (then how many more there are)."""
+
+STALL_CHECKS = 4
+"""The stall timer looks every ``stall_after / STALL_CHECKS`` seconds while someone waits for progress: that many
+looks in a row with no round run make a stall (said between 1 and 1.25 times ``stall_after`` after the last round)."""
 
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:
@@ -80,7 +96,9 @@ class Scheduler:
         self._round_waiters: list[asyncio.Future[None]] = []
         self._done_waiters: list[asyncio.Future[None]] = []
         self._stepping = 0
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waits = _Waits()
+        """The futures of :meth:`waiter`, and the stall timer. (One attribute for all of that: with a 30th
+        attribute, every attribute of a scheduler costs more to read, on CPython 3.11, in every activation.)"""
         self._build_end: dict[int, Callable[[], None]] = {}
         """What waits for the end of the build (:meth:`at_build_end`), by a number that keeps the order given."""
         self._build_end_of: dict[int, list[int]] = {}
@@ -160,9 +178,18 @@ class Scheduler:
         self.check_running()
         assert self._loop is not None
         fut: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.add(fut)
-        fut.add_done_callback(self._waiters.discard)
+        waits = self._waits
+        waits.futures.add(fut)
+        fut.add_done_callback(waits.futures.discard)
+        if waits.timer is None and self.computation.stall_after:  # (asleep, it would not go idle again)
+            self._arm_stall()
         return fut
+
+    def describe_waits(self, owner: Any, describe: Callable[[Any], list[Awaited]]) -> None:
+        self._waits.described[owner] = describe
+
+    def watch_failure(self, owner: Any, told: Callable[[Any, BaseException], None]) -> None:
+        self.computation.watch_failure(owner, told)
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str,
                    error: Callable[[Exception], BaseException] | None = None) -> asyncio.Task[Any]:
@@ -224,8 +251,9 @@ class Scheduler:
             first = _first_error(exc)
             computation.fail(self._named_errors.get(id(first), first))
         finally:
+            self._disarm_stall()
             error = computation.error or RuntimeError(f"worker {self.index} stopped")
-            for fut in self._step_waiters + self._round_waiters + self._done_waiters + list(self._waiters):
+            for fut in self._step_waiters + self._round_waiters + self._done_waiters + list(self._waits.futures):
                 if not fut.done():
                     fut.set_exception(error)
             self._step_waiters.clear()
@@ -239,6 +267,8 @@ class Scheduler:
         loop = self._loop
         assert loop is not None
         registry = self.log_registry
+        stall_after = computation.stall_after
+        waits = self._waits
         while computation.error is None:
             if not activations:
                 pressure.after_round()
@@ -249,6 +279,8 @@ class Scheduler:
                     computation.check_stuck()
                     if computation.error is not None:
                         break
+                    if stall_after and waits.timer is None and (waits.futures or self._stepping):
+                        self._arm_stall()
                 log = self.logging
                 if log is not None:
                     log.log(ParkEvent(True))
@@ -319,7 +351,7 @@ class Scheduler:
     def _waited_on(self) -> bool:
         """True while someone waits for this worker to make progress: ``step_until_done``, ``step_while``, or a
         probe's ``wait_beyond`` / ``wait_done``."""
-        return bool(self._done_waiters or self._stepping or self._waiters)
+        return bool(self._done_waiters or self._stepping or self._waits.futures)
 
     def dataflows(self) -> list[Schedule]:
         """The dataflows this worker runs that are not complete yet, in the order they were built."""
@@ -350,6 +382,110 @@ class Scheduler:
                     await self._next_round()
         finally:
             self._stepping -= 1
+
+    # -- stalls: waited on, and doing nothing -------------------------------------------
+
+    def _arm_stall(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        waits = self._waits
+        waits.rounds = self.rounds
+        waits.quiet = 0
+        waits.timer = loop.call_later(self.computation.stall_after / STALL_CHECKS, self._check_stall)
+
+    def _disarm_stall(self) -> None:
+        waits = self._waits
+        timer, waits.timer = waits.timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _check_stall(self) -> None:
+        """The stall timer's look, every ``stall_after / STALL_CHECKS`` seconds while someone waits for progress:
+        once the worker has been asleep, with no round run, for ``STALL_CHECKS`` looks in a row, say what holds
+        time back (once per situation, see :data:`STALL_REPEAT`). With nobody waiting, the timer stops (the next
+        wait, or the next idle while waited on, arms it again)."""
+        waits = self._waits
+        waits.timer = None
+        loop = self._loop
+        if loop is None or self.computation.error is not None or self._task is None or self._task.done():
+            return
+        if not (waits.futures or self._stepping):
+            return
+        stall_after = self.computation.stall_after
+        waits.timer = loop.call_later(stall_after / STALL_CHECKS, self._check_stall)
+        wake = self._wake
+        if self.rounds != waits.rounds or wake is None or wake.done():  # it ran, or is about to
+            waits.rounds = self.rounds
+            waits.quiet = 0
+            return
+        waits.quiet += 1
+        if waits.quiet < STALL_CHECKS:
+            return
+        now = loop.time()
+        try:
+            report = self.stall_report()
+        except Exception:  # (a report that cannot be made must not stop the worker; it is said, once)
+            if waits.said != "":
+                log.exception("worker %d: could not say what holds it back", self.index)
+            waits.said = ""
+            return
+        if report is None:
+            return
+        text, on_io = report
+        if text == waits.said and now - waits.said_at < STALL_REPEAT * stall_after:
+            return
+        waits.said, waits.said_at = text, now
+        log.log(logging.INFO if on_io else logging.WARNING,
+                "worker %d idle for %.3g s: %s. (Said after %g s of waiting with nothing running, again when "
+                "this changes; stall_after= or AIOTIMELY_STALL_AFTER sets it, 0 turns it off)",
+                self.index, waits.quiet * stall_after / STALL_CHECKS, text, stall_after)
+
+    def stall_report(self) -> tuple[str, bool] | None:
+        """What waits on this worker and what holds it back, in words, and whether every holder waits on I/O
+        (an operator awaiting a connection, a timer: idle may be normal then); ``None`` if nothing waits."""
+        waiting: dict[str, Awaited] = {}
+        for owner, describe in list(self._waits.described.items()):
+            for awaited in describe(owner):
+                waiting.setdefault(awaited.what, awaited)
+        if self._stepping:
+            stepping = "worker.step_while(...) waits (its predicate is still true)"
+            waiting.setdefault(stepping, Awaited(stepping, None))
+        if not waiting:
+            return None
+        parts = []
+        on_io = True
+        for awaited in waiting.values():
+            holds = self._holding(awaited)
+            if not holds:
+                on_io = False
+                elsewhere = ("another process holds it (its inputs, sources or operators): look there"
+                             if self.computation.distributed else "nothing in this process holds it any more")
+                parts.append(f"{awaited.what}; {elsewhere}")
+                continue
+            on_io = on_io and all(hold.on_io for hold in holds)
+            named = _held_by(holds)
+            shown = "; and by ".join(named[:STALL_HOLDERS])
+            more = f" (and {len(named) - STALL_HOLDERS} more)" if len(named) > STALL_HOLDERS else ""
+            parts.append(f"{awaited.what}, held by {shown}{more}")
+        return "; while ".join(parts), on_io
+
+    def _holding(self, awaited: Awaited) -> list[Hold]:
+        """The holds, on every worker of this process, that keep ``awaited`` waiting: in the scope it waits on,
+        those at or before its time; elsewhere (or with no time), the least ones of each scope."""
+        indices = [awaited.dataflow] if awaited.dataflow is not None else list(self._dataflows)
+        holds = [hold for worker in self.computation.workers for index in indices
+                 if (flow := worker._dataflows.get(index)) is not None for hold in flow.holds()]
+        by_scope: dict[tuple[int, tuple[int, ...]], list[Hold]] = {}
+        for hold in holds:
+            by_scope.setdefault((hold.dataflow, hold.scope), []).append(hold)
+        found: list[Hold] = []
+        for (_, scope), group in by_scope.items():
+            if scope == awaited.scope:
+                found.extend(h for h in group if h.less_equal(h.time, awaited.time))
+            else:
+                found.extend(h for h in group
+                             if not any(o.time != h.time and o.less_equal(o.time, h.time) for o in group))
+        return found
 
     async def _next_round(self) -> None:
         self.check_running()
@@ -388,6 +524,7 @@ class Scheduler:
 
     async def stop(self) -> None:
         """Stop the scheduler task (cancelling and awaiting the helper tasks) and close every dataflow."""
+        self._disarm_stall()
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()
@@ -422,6 +559,49 @@ class Scheduler:
 
     def __repr__(self) -> str:
         return f"Scheduler(index={self.index}, peers={self.peers})"
+
+
+class _Waits:
+    """What waits on a worker (the futures of :meth:`Scheduler.waiter`), and its stall timer's state."""
+
+    __slots__ = ("futures", "described", "timer", "rounds", "quiet", "said", "said_at")
+
+    def __init__(self) -> None:
+        self.futures: set[asyncio.Future[None]] = set()
+        """The futures of :meth:`Scheduler.waiter`: probes', inputs' waiting for room, snapshots'."""
+        self.described: weakref.WeakKeyDictionary[Any, Callable[[Any], list[Awaited]]] = (
+            weakref.WeakKeyDictionary())
+        """What can say what it waits for (probes), asked only for a stall report."""
+        self.timer: asyncio.TimerHandle | None = None
+        """Armed while someone waits for progress (see :data:`STALL_CHECKS`): never re-armed per round."""
+        self.rounds = 0
+        """The worker's ``rounds`` when the timer last looked."""
+        self.quiet = 0
+        """How many looks in a row saw the worker asleep, with no round run since the look before."""
+        self.said: str | None = None
+        """The last report said, and when (the loop's clock)."""
+        self.said_at = 0.0
+
+
+def _held_by(holds: list[Hold]) -> list[str]:
+    """Each holder in words, its times together: ``operator 'Input' (#1) ... at time 0: call advance_to() ...``."""
+    times: dict[tuple[str, str], list[Any]] = {}
+    for hold in holds:
+        times.setdefault((hold.operator, hold.why), []).append(hold.time)
+    said = []
+    for (operator, why), held in times.items():
+        distinct: list[Any] = []
+        for time in held:
+            if time not in distinct:  # (times need not be hashable)
+                distinct.append(time)
+        ordered = sorted(distinct, key=_order)
+        at = f"time {ordered[0]!r}" if len(ordered) == 1 else "times " + ", ".join(map(repr, ordered))
+        said.append(f"{operator} at {at}: {why}")
+    return said
+
+
+def _order(time: Any) -> Any:
+    return (0, time) if isinstance(time, int) else (1, repr(time))
 
 
 def _first_error(exc: BaseException) -> BaseException:
