@@ -22,6 +22,7 @@ __all__ = ["Computation", "Halted", "STALL_AFTER", "stall_after"]
 log = logging.getLogger("aiotimely")
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 STALL_AFTER = 10.0
 """Seconds a worker waited on (a probe's ``wait_beyond`` / ``wait_done``, ``step_while``) may do nothing before it
@@ -150,14 +151,7 @@ class Computation:
         if self.stopping:
             fn()
             return _nothing
-        key = self._next_stop
-        self._next_stop += 1
-        self._on_stop[key] = fn
-
-        def forget() -> None:
-            self._on_stop.pop(key, None)
-
-        return forget
+        return self._keep(self._on_stop, fn)
 
     def on_final_snapshot(self, take: Callable[[], asyncio.Future[None]]) -> Callable[[], None]:
         """A recoverable dataflow: when the computation is suspended, ``take()`` starts its final snapshot and
@@ -166,12 +160,16 @@ class Computation:
         if self.suspending:
             self._taken.append(take())
             return _nothing
+        return self._keep(self._final_snapshots, take)
+
+    def _keep(self, registry: dict[int, F], fn: F) -> Callable[[], None]:
+        """Keep ``fn`` in ``registry`` until the function returned is called."""
         key = self._next_stop
         self._next_stop += 1
-        self._final_snapshots[key] = take
+        registry[key] = fn
 
         def forget() -> None:
-            self._final_snapshots.pop(key, None)
+            registry.pop(key, None)
 
         return forget
 
