@@ -78,10 +78,6 @@ class Fabric(Protocol):
         """Push ``item`` to every worker's mailbox for ``channel`` but ``skip``'s, in order."""
         ...
 
-    def discard(self, channel: Channel) -> None:
-        """Forget a channel's mailboxes."""
-        ...
-
     def begin_dataflow(self, dataflow: int) -> None:
         """A worker of this process numbered a new dataflow (every worker numbers them alike, from 0 up)."""
         ...

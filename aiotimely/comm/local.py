@@ -170,8 +170,3 @@ class LocalFabric:
         for w in range(self.peers):
             if w != skip:
                 self.mailbox(channel, w).push(item)
-
-    def discard(self, channel: Channel) -> None:
-        """Forget a channel's mailboxes (its dataflow completed)."""
-        for w in range(self.peers):
-            self._boxes.pop((channel, w), None)
