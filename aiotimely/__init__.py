@@ -27,6 +27,8 @@ from .dataflow import TimedOrder as TimedOrder
 from .dataflow import TimeOrder as TimeOrder
 from .dataflow import UnorderedHandle as UnorderedHandle
 from .dataflow import UnorderedSession as UnorderedSession
+from .dataflow.failures import DeadLetter as DeadLetter
+from .dataflow.failures import ErrorPolicy as ErrorPolicy
 from .dataflow import operator as operator
 from .dataflow import replay as replay
 from .dataflow import source as source
@@ -80,7 +82,7 @@ __version__ = "0.3.0"
 __all__ = [
     "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
-    "ChangeBatch", "ClusterError", "DataflowError", "FrontierInterest",
+    "ChangeBatch", "ClusterError", "DataflowError", "DeadLetter", "ErrorPolicy", "FrontierInterest",
     "FrontierNotificator", "GraphError", "InputHandle", "InputPort", "Messages", "MutableAntichain", "Notificator",
     "OperatorOutput",
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope",

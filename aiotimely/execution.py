@@ -24,6 +24,7 @@ from typing import Any, Callable, NoReturn, Sequence, TypeVar, overload
 from .comm.cluster import Cluster
 from .comm.handshake import shared_secret
 from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY, TLSOption
+from .dataflow.failures import ErrorPolicy
 from .dataflow.input import InputHandle
 from .dataflow.scope import BuildContext, Dataflow, Scope
 from .dataflow.state import StateStore
@@ -98,19 +99,22 @@ class Worker:
 
     @overload
     def dataflow(self, fn: Callable[[Scope[Stream]], R], *, name: str | None = None,
-                 timestamp: Any = int) -> R: ...
+                 timestamp: Any = int, errors: ErrorPolicy = "raise") -> R: ...
 
     @overload
     def dataflow(self, fn: None = None, *, name: str | None = None,
-                 timestamp: Any = int) -> BuildContext[Stream]: ...
+                 timestamp: Any = int, errors: ErrorPolicy = "raise") -> BuildContext[Stream]: ...
 
     def dataflow(self, fn: Callable[[Scope[Stream]], R] | None = None, *, name: str | None = None,
-                 timestamp: Any = int) -> Any:
+                 timestamp: Any = int, errors: ErrorPolicy = "raise") -> Any:
         """Build a dataflow: ``worker.dataflow(fn)`` calls ``fn(scope)`` and returns its result, or
         ``async with worker.dataflow() as scope:`` builds it when the block ends.
 
         ``name`` is what errors and logs call it; by default, the name of ``fn`` (if it has one), else
-        ``dataflow-N``. ``timestamp`` is the dataflow's timestamp type (``int`` by default).
+        ``dataflow-N``. ``timestamp`` is the dataflow's timestamp type (``int`` by default). ``errors`` is the
+        error policy of its record-at-a-time operators (``map``, ``flat_map``, ``filter``, ``inspect``,
+        ``inspect_time``, ``map_in_place``, ``exchange``) not given one: ``"raise"`` (the first record that fails
+        fails the dataflow), ``"skip"`` or ``"dead_letter"`` (see :meth:`Scope.dead_letters`).
         """
         if fn is not None and not callable(fn):
             hint = (": feed an InputHandle by building with it, worker.dataflow(lambda scope: "
@@ -122,10 +126,14 @@ class Worker:
         if name is None:
             named = getattr(fn, "__name__", "<lambda>")
             name = named if named.isidentifier() else f"dataflow-{index}"
-        dataflow = Dataflow(scheduler, index, name, timestamp, Stream, self._recovery)
+        dataflow = Dataflow(scheduler, index, name, timestamp, Stream, self._recovery, errors)
         if fn is None:
             return BuildContext(dataflow.root, lambda: self._install(dataflow))
-        result = fn(dataflow.root)
+        try:
+            result = fn(dataflow.root)
+        except BaseException:
+            dataflow.root.abandon()  # (the operators built so far never run: their logic is closed unstarted)
+            raise
         if asyncio.iscoroutine(result):
             result.close()
             raise TypeError("worker.dataflow(fn) needs a plain function; build asynchronously with "

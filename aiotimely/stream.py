@@ -17,6 +17,7 @@ from .dataflow.operators import join as _join
 from .dataflow.operators import keyed
 from .dataflow.operators import windows as _windows
 from .dataflow.operators.generic import Interest, OperatorLogic
+from .dataflow.failures import ErrorPolicy
 from .dataflow.stream import StreamCore
 from .dataflow.windowing import Aggregation, WindowSpec
 from .progress import FrontierInterest
@@ -56,29 +57,37 @@ class Stream(StreamCore, Generic[T]):
 
     # -- record at a time --------------------------------------------------------------
 
-    def map(self, fn: Callable[[T], U]) -> Stream[U]:
-        """Each record ``x`` becomes ``fn(x)``."""
-        return cast("Stream[U]", maplike.map(self, fn))
+    def map(self, fn: Callable[[T], U], *, errors: ErrorPolicy | None = None, name: str = "Map") -> Stream[U]:
+        """Each record ``x`` becomes ``fn(x)``. ``errors``: what a record on which ``fn`` raises does ("raise",
+        "skip" or "dead_letter"; by default the dataflow's, see :meth:`Scope.dead_letters`); ``name``: what logs,
+        statistics and dead letters call the operator."""
+        return cast("Stream[U]", maplike.map(self, fn, errors=errors, name=name))
 
-    def flat_map(self, fn: Callable[[T], Iterable[U]]) -> Stream[U]:
-        """Each record ``x`` becomes the records of ``fn(x)``."""
-        return cast("Stream[U]", maplike.flat_map(self, fn))
+    def flat_map(self, fn: Callable[[T], Iterable[U]], *, errors: ErrorPolicy | None = None,
+                 name: str = "FlatMap") -> Stream[U]:
+        """Each record ``x`` becomes the records of ``fn(x)`` (``errors``, ``name``: as for :meth:`map`)."""
+        return cast("Stream[U]", maplike.flat_map(self, fn, errors=errors, name=name))
 
-    def filter(self, predicate: Callable[[T], object]) -> Stream[T]:
-        """Only the records for which ``predicate(x)`` is true."""
-        return maplike.filter(self, predicate)
+    def filter(self, predicate: Callable[[T], object], *, errors: ErrorPolicy | None = None,
+               name: str = "Filter") -> Stream[T]:
+        """Only the records for which ``predicate(x)`` is true (``errors``, ``name``: as for :meth:`map`)."""
+        return maplike.filter(self, predicate, errors=errors, name=name)
 
-    def inspect(self, fn: Callable[[T], object]) -> Stream[T]:
-        """Call ``fn(x)`` on each record, passing records on unchanged."""
-        return maplike.inspect(self, fn)
+    def inspect(self, fn: Callable[[T], object], *, errors: ErrorPolicy | None = None,
+                name: str = "Inspect") -> Stream[T]:
+        """Call ``fn(x)`` on each record, passing records on unchanged (``errors``, ``name``: as for :meth:`map`;
+        a record on which ``fn`` raises is not passed on)."""
+        return maplike.inspect(self, fn, errors=errors, name=name)
 
     def inspect_batch(self, fn: Callable[[Any, list[T]], object]) -> Stream[T]:
         """Call ``fn(time, records)`` on each batch, passing records on unchanged."""
         return maplike.inspect_batch(self, fn)
 
-    def inspect_time(self, fn: Callable[[Any, T], object]) -> Stream[T]:
-        """Call ``fn(time, x)`` on each record, passing records on unchanged."""
-        return maplike.inspect_time(self, fn)
+    def inspect_time(self, fn: Callable[[Any, T], object], *, errors: ErrorPolicy | None = None,
+                     name: str = "InspectTime") -> Stream[T]:
+        """Call ``fn(time, x)`` on each record, passing records on unchanged (``errors``, ``name``: as for
+        :meth:`inspect`)."""
+        return maplike.inspect_time(self, fn, errors=errors, name=name)
 
     def timed(self, time_of: Callable[[T], Any] | None = None) -> Stream[tuple[Any, T]]:
         """Each record ``x`` as a timed record ``(t, x)``: ``t = time_of(x)`` (not earlier than its batch's
@@ -88,9 +97,11 @@ class Stream(StreamCore, Generic[T]):
 
     # -- routing ----------------------------------------------------------------------
 
-    def exchange(self, key: Callable[[T], Any]) -> Stream[T]:
-        """Send each record to worker ``route(key(x))``: equal keys meet on one worker."""
-        return routing.exchange(self, key)
+    def exchange(self, key: Callable[[T], Any], *, errors: ErrorPolicy | None = None,
+                 name: str = "Exchange") -> Stream[T]:
+        """Send each record to worker ``route(key(x))``: equal keys meet on one worker (``errors``, ``name``: as
+        for :meth:`map`, for records whose key raises)."""
+        return routing.exchange(self, key, errors=errors, name=name)
 
     def broadcast(self) -> Stream[T]:
         """Send every record to every worker."""
@@ -264,11 +275,13 @@ class Stream(StreamCore, Generic[T]):
         ``branch_when``, deciding once per batch by its time."""
         return routing.branch_when(self, predicate)
 
-    def map_in_place(self, fn: Callable[[T], object]) -> Stream[T]:
+    def map_in_place(self, fn: Callable[[T], object], *, errors: ErrorPolicy | None = None,
+                     name: str = "MapInPlace") -> Stream[T]:
         """Call ``fn(x)`` to change each record ``x`` itself, passing the same records on (timely's
         ``map_in_place``; it fuses as ``map`` does). Another consumer of the same records on this worker
-        sees the change: where the stream is consumed twice, ``map`` a copy instead."""
-        return maplike.map_in_place(self, fn)
+        sees the change: where the stream is consumed twice, ``map`` a copy instead. ``errors``, ``name``: as
+        for :meth:`inspect`."""
+        return maplike.map_in_place(self, fn, errors=errors, name=name)
 
     # -- user logic ---------------------------------------------------------------------
     # Each builder takes the logic, or returns a decorator that does: ``@stream.unary(name="X")``.

@@ -29,6 +29,7 @@ from ..errors import CapabilityError, DataflowError
 from ..progress import Source
 from ..worker.logging import MessagesEvent
 from .channels import push_to_all
+from .failures import DeadLetterOutput, RecordFailures
 
 if TYPE_CHECKING:
     from .operator import OperatorRuntime
@@ -65,7 +66,7 @@ class Stage:
     """One operator of a fused chain: its name, its function over batches, and the consumers of what it sends
     (the stream it makes: a :class:`~aiotimely.dataflow.stream.Tee`), fed from an output of the chain's own."""
 
-    __slots__ = ("chain", "name", "transform", "passes", "pushers", "output")
+    __slots__ = ("chain", "name", "transform", "passes", "pushers", "output", "failures", "dead")
 
     def __init__(self, chain: FusedChain, name: str, transform: Transform, passes: bool = False) -> None:
         self.chain = chain
@@ -76,6 +77,10 @@ class Stage:
         self.pushers: list[Pusher] = []
         self.output: OutputPort | None = None
         """The chain's output that counts what the stage sends, once its stream has consumers."""
+        self.failures: RecordFailures | None = None
+        """The records that failed in the stage, under a policy that does not fail the dataflow."""
+        self.dead: DeadLetterOutput | None = None
+        """Where the stage's dead letters go, under ``errors="dead_letter"``."""
 
     def claim_source(self) -> Source:
         """The chain's output this stage's stream comes from, taken when the stream is first consumed."""
@@ -167,6 +172,8 @@ class FusedChain:
                 if error is exc:
                     raise
                 raise error from exc
+            if stage.dead is not None:
+                stage.dead.send(time)
             if not batch:
                 return
             pushers = stage.pushers
@@ -197,10 +204,27 @@ class FusedChain:
             i -= 1
         return stages[i] if i >= 0 else stage
 
+    def add_dead_letters(self, stage: Stage, failures: RecordFailures) -> DeadLetterOutput:
+        """An output of the chain's own for the dead letters of ``stage``."""
+        op = self.op
+        port = op.add_output()
+        assert op.progress is not None
+        op.progress.transparent = False  # (only a one-input, one-output operator can be)
+        stage.dead = DeadLetterOutput(port, failures)
+        return stage.dead
+
+    def describe(self, stage: Stage) -> str:
+        """Where ``stage`` is, in words: the operator, or the stage of a chain of more than one."""
+        if len(self.stages) == 1:
+            return self.op.describe()
+        return self.op.describe(stage.name, self._label(stage))
+
+    def _label(self, stage: Stage) -> str:
+        return f"#{self.op.index}, stage {self.stages.index(stage) + 1} of a fused chain"
+
     def _failure(self, stage: Stage, exc: Exception) -> BaseException:
         if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
             return exc  # already located (by the operator that raised it)
         if len(self.stages) == 1:
             return self.op._failure(exc)
-        return self.op._failure(exc, stage=stage.name,
-                                label=f"#{self.op.index}, stage {self.stages.index(stage) + 1} of a fused chain")
+        return self.op._failure(exc, stage=stage.name, label=self._label(stage))

@@ -468,10 +468,13 @@ class OperatorRuntime:
             inputs.append(InputStatistics(port.port, channel, port.records, port.taken, len(queue),
                                           sum(len(batch) for _, batch in queue),
                                           tuple(self.current_frontier(port.port).elements)))
+        stages = self.chain.stages if self.chain is not None else []
+        failures = [stage.failures for stage in stages if stage.failures is not None]
         return OperatorStatistics(self.scope.dataflow.name, ".".join(map(str, self.path)), self.path, self.name,
                                   self.activations, self.busy, tuple(inputs),
                                   tuple(out.records for out in self.outputs), self.done,
-                                  tuple(stage.name for stage in self.chain.stages) if self.chain is not None else ())
+                                  tuple(stage.name for stage in stages),
+                                  sum(f.skipped for f in failures), sum(f.dead_letters for f in failures))
 
     def current_frontier(self, port: int) -> Antichain[Any]:
         """Input ``port``'s frontier as the scope's tracker has it now (for a look from outside the operator:

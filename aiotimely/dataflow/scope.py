@@ -32,7 +32,9 @@ from ..progress import (
 )
 from .channels import ProgressCodec
 from .operator import OperatorRuntime
+from .failures import DeadLetterStreams, ErrorPolicy, check_policy
 from .operators.loops import feedback as _feedback
+from .operators.routing import concatenate
 from .state import Snapshotter, StateStore, shape_of
 from .stream import S, Tee
 from .unordered import ActivateCapability, UnorderedHandle
@@ -54,10 +56,12 @@ class Dataflow(Generic[S]):
     """One dataflow built by one worker: its name, its root scope and its channel numbering."""
 
     def __init__(self, worker: WorkerHandle, index: int, name: str, timestamp: Any,
-                 stream_type: type[S], store: StateStore | None = None) -> None:
+                 stream_type: type[S], store: StateStore | None = None, errors: ErrorPolicy = "raise") -> None:
         self.worker = worker
         self.index = index
         self.name = name
+        self.errors: ErrorPolicy = check_policy(errors, f"dataflow {name!r}", default=False)  # type: ignore[assignment]
+        """The error policy of the operators that take one and are not given one (see :mod:`.failures`)."""
         self.stream_type = stream_type
         self._next_channel = 0
         self.root: Scope[S] = Scope(worker, self, Refinement.region(timestamp_type(timestamp)), name=name)
@@ -110,6 +114,8 @@ class Scope(Generic[S]):
         self.progress_channel = dataflow.allocate_channel()
         self.children: dict[int, Child] = {}
         self.progress: Subgraph | None = None
+        self.dead_letter_streams: DeadLetterStreams[S] = DeadLetterStreams()
+        """The dead-letter streams of the scope's operators (see :meth:`dead_letters`)."""
         self._pending: set[int] = set()
         self._incomplete: set[int] = set()
         self._loops: list[LoopHandle] = []
@@ -180,6 +186,12 @@ class Scope(Generic[S]):
 
     # -- nested scopes -------------------------------------------------------------------
 
+    def dead_letters(self) -> S:
+        """The records that failed in this scope's operators with ``errors="dead_letter"``, as
+        :class:`~aiotimely.DeadLetter` records at the failed records' times: route them to a sink. Take them once,
+        after building those operators; a scope whose dead letters nobody takes is refused when it is built."""
+        return self.dead_letter_streams.take(self, concatenate)
+
     def region(self, fn: Callable[[Scope[S]], R] | None = None, *, name: str | None = None) -> Any:
         """A nested scope with the same timestamps: ``scope.region(fn)`` or ``with scope.region() as inner:``."""
         return self._nested(Refinement.region(self.ttype), fn, name or "region")
@@ -244,6 +256,7 @@ class Scope(Generic[S]):
     def _finish(self) -> Subgraph:
         """Freeze the scope: build its progress tracking and hand it to the parent."""
         builder = self._check_building()
+        self.dead_letter_streams.check_taken(self)
         snapshotter = self.dataflow.snapshotter if self.parent is None else None
         if snapshotter is not None:
             snapshotter.build()

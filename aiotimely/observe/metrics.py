@@ -14,7 +14,9 @@ also have ``dataflow``, its name, ``operator_id``, its path such as ``"0.3"``, a
 - ``aiotimely_worker_rounds_total``, ``..._operators_run_total``, ``..._busy_seconds_total``,
   ``aiotimely_worker_dataflows``
 - ``aiotimely_operator_activations_total``, ``..._busy_seconds_total``, ``..._records_in_total``,
-  ``..._records_out_total``, ``aiotimely_operator_capabilities`` (held now), ``aiotimely_operator_holds_back``
+  ``..._records_out_total``, ``..._records_skipped_total`` and ``..._dead_letters_total`` (records its function
+  raised on, under ``errors="skip"`` and ``"dead_letter"``), ``aiotimely_operator_capabilities`` (held now),
+  ``aiotimely_operator_holds_back``
 - ``aiotimely_input_records_total``, ``aiotimely_input_queued_batches``, ``aiotimely_input_queued_records``,
   ``aiotimely_input_frontier`` and ``aiotimely_input_frontier_lag`` (numeric times only, see :func:`frontier_lags`)
 - ``aiotimely_dataflow_frontier`` (numeric times only)
@@ -109,6 +111,11 @@ class _Families:
                                   labels=op)
         self.records_out = counter("aiotimely_operator_records_out", "Records the operator sent on its outputs.",
                                    labels=op)
+        self.skipped = counter("aiotimely_operator_records_skipped",
+                               "Records the operator's function raised on that it dropped (errors='skip').", labels=op)
+        self.dead_letters = counter("aiotimely_operator_dead_letters",
+                                    "Records the operator's function raised on that it sent to dead letters "
+                                    "(errors='dead_letter').", labels=op)
         self.capabilities = gauge("aiotimely_operator_capabilities", "Distinct capabilities the operator holds.",
                                   labels=op)
         self.holds_back = gauge("aiotimely_operator_holds_back",
@@ -154,6 +161,8 @@ def _worker_metrics(families: _Families, scheduler: Scheduler, process: str) -> 
         families.busy.add_metric(labels, op.busy_seconds)
         families.records_in.add_metric(labels, op.records_in)
         families.records_out.add_metric(labels, op.records_out)
+        families.skipped.add_metric(labels, op.skipped)
+        families.dead_letters.add_metric(labels, op.dead_letters)
         for i in op.inputs:
             channel = ".".join(map(str, i.channel)) if i.channel is not None else ""
             families.input_records.add_metric(labels + [str(i.port), channel], i.records)

@@ -14,6 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Union, overload
 
 from ..dataflow.capture import Captured, capture
+from ..dataflow.failures import ErrorPolicy
 from ..dataflow.stream import StreamCore
 from ..execution import Worker, execute_async
 from ..worker.loop import run
@@ -57,31 +58,38 @@ def merge(per_worker: Mapping[int, Mapping[str | None, Any]], minimum: Any = 0) 
 
 @overload
 def run_dataflow(build: Callable[[Scope[Stream[Any]]], Stream[Any]], *, workers: int = 1, timestamp: Any = int,
-                 timeout: float = TIMEOUT, loop: str = "auto") -> Outputs: ...
+                 timeout: float = TIMEOUT, loop: str = "auto", errors: ErrorPolicy = "raise") -> Outputs: ...
 
 
 @overload
 def run_dataflow(build: Callable[[Scope[Stream[Any]]], Mapping[str, Stream[Any]]], *, workers: int = 1,
-                 timestamp: Any = int, timeout: float = TIMEOUT, loop: str = "auto") -> dict[str, Outputs]: ...
+                 timestamp: Any = int, timeout: float = TIMEOUT, loop: str = "auto",
+                 errors: ErrorPolicy = "raise") -> dict[str, Outputs]: ...
 
 
 def run_dataflow(build: Build, *, workers: int = 1, timestamp: Any = int, timeout: float = TIMEOUT,
-                 loop: str = "auto") -> Any:
+                 loop: str = "auto", errors: ErrorPolicy = "raise") -> Any:
     """Build the dataflow with ``build(scope)`` on ``workers`` workers of this process, run it to completion,
     and return what the returned stream carried (:class:`Outputs`), or a dict of them for a dict of streams.
 
-    ``timestamp`` is the dataflow's timestamp type; ``loop`` the event loop (as for :func:`aiotimely.execute`).
+    ``timestamp`` is the dataflow's timestamp type, ``errors`` its error policy (as for ``worker.dataflow``);
+    ``loop`` the event loop (as for :func:`aiotimely.execute`).
     Raises what the dataflow raised, or :class:`DataflowTimeout` after ``timeout`` seconds."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return run(run_dataflow_async(build, workers=workers, timestamp=timestamp, timeout=timeout), loop)
+        running = False  # (run outside the handler: what fails in the dataflow is not chained to this error)
+    else:
+        running = True
+    if not running:
+        return run(run_dataflow_async(build, workers=workers, timestamp=timestamp, timeout=timeout, errors=errors),
+                   loop)
     raise RuntimeError("run_dataflow runs an event loop of its own, and cannot from inside a running one (an async "
                        "test): use 'await run_dataflow_async(build, ...)' there")
 
 
 async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any = int,
-                             timeout: float = TIMEOUT) -> Any:
+                             timeout: float = TIMEOUT, errors: ErrorPolicy = "raise") -> Any:
     """:func:`run_dataflow` on the running event loop (an ``async`` test's)."""
     captures: dict[int, dict[str | None, Captured]] = {}
     where = getattr(build, "__qualname__", repr(build))
@@ -93,7 +101,7 @@ async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any =
             captures[worker.index] = collect(build(scope), where)
 
         name = getattr(build, "__name__", "")
-        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp)
+        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp, errors=errors)
 
     task = asyncio.ensure_future(execute_async(on_worker, workers=workers))
     try:

@@ -51,6 +51,10 @@ class OperatorStatistics:
     """Records sent on each output."""
     done: bool
     stages: tuple[str, ...] = ()
+    skipped: int = 0
+    """Records its function raised on that it dropped (``errors="skip"``)."""
+    dead_letters: int = 0
+    """Records its function raised on that it sent to dead letters (``errors="dead_letter"``)."""
 
     @property
     def records_in(self) -> int:

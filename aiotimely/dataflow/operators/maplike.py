@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ...errors import CapabilityError
 from ..builder import OperatorBuilder, check_function
-from ..fusion import FusedChain, can_fuse, chain_end
+from ..failures import Apply, ErrorPolicy, RecordFailures, check_policy, guard
+from ..fusion import FusedChain, Stage, can_fuse, chain_end
 from ..stream import S
+
+if TYPE_CHECKING:
+    from ..scope import Scope
 
 __all__ = ["batch_operator", "map", "map_in_place", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time",
            "timed"]
@@ -39,58 +44,93 @@ def batch_operator(
     exchange: Callable[[Any], Any] | None = None,
     broadcast: bool = False,
     passes: bool = False,
+    apply: Apply | None = None,
+    errors: ErrorPolicy | None = None,
 ) -> S:
     """One input, one output, same times: ``transform(time, batch)`` returns the batch to send on
     (``None`` or empty to send nothing); ``passes``: only records it got, unchanged (a filter, an inspect).
 
-    Without an exchange, it becomes the next stage of the fused chain that makes ``stream``, if one does, or
-    the first of a new chain (see :mod:`..fusion`)."""
-    local = exchange is None and not broadcast
+    ``apply(time, record, out)`` is the same work on one record, for an error policy (:mod:`..failures`) other
+    than ``"raise"``: ``errors``, or the dataflow's. Without an exchange, it becomes the next stage of the fused
+    chain that makes ``stream``, if one does, or the first of a new chain (see :mod:`..fusion`)."""
     scope = stream.scope
-    if local:
-        chain = chain_end(stream)
-        if chain is not None:
-            scope._check_building()
-            stage = chain.add(name, transform, passes)
-            return scope.new_stream(stage.claim_source, stage)  # type: ignore[no-any-return]
-    builder = OperatorBuilder(scope, name)
-    fuse = local and can_fuse(stream)
-    inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
-    out, _ = builder.new_output()
-    op = builder.build_function(_nothing)
-    chain = op.chain = FusedChain(op, inp, scope.stages_ran)
-    op.set_logic(chain.run_mailbox)
-    out.pushers.append(chain)  # (never pushed to: back-pressure looks through it for the chain's consumers)
-    first = chain.add(name, transform, passes)
-    if fuse:  # the producer's pushes run the chain
-        stream.attach(chain)
-        assert op.progress is not None
-        op.progress.transparent = True  # it never watches its frontier: progress may hop over it
-    return scope.new_stream(first.claim_source, first)  # type: ignore[no-any-return]
+    failures = _failures(scope, name, apply, errors)
+    if failures is not None:
+        assert apply is not None
+        transform = guard(apply, failures)
+    local = exchange is None and not broadcast
+    chain = chain_end(stream) if local else None
+    if chain is not None:
+        scope._check_building()
+        stage = chain.add(name, transform, passes)
+    else:
+        builder = OperatorBuilder(scope, name)
+        fuse = local and can_fuse(stream)
+        inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
+        out, _ = builder.new_output()
+        op = builder.build_function(_nothing)
+        chain = op.chain = FusedChain(op, inp, scope.stages_ran)
+        op.set_logic(chain.run_mailbox)
+        out.pushers.append(chain)  # (never pushed to: back-pressure looks through it for the chain's consumers)
+        stage = chain.add(name, transform, passes)
+        if fuse:  # the producer's pushes run the chain
+            stream.attach(chain)
+            assert op.progress is not None
+            op.progress.transparent = True  # it never watches its frontier: progress may hop over it
+    if failures is not None:
+        _keep_failures(scope, chain, stage, failures)
+    return scope.new_stream(stage.claim_source, stage)  # type: ignore[no-any-return]
 
 
-def map(stream: S, fn: Callable[[Any], Any]) -> S:
-    check_function(fn, stream.scope, "Map", "the function", "map(lambda r: r * 2)")
-    return batch_operator(stream, "Map", lambda _t, batch: list(_map(fn, batch)))
+def policy_of(scope: Scope[Any], name: str, errors: object) -> ErrorPolicy:
+    """The error policy of a new operator ``name`` given ``errors``: it, or the dataflow's."""
+    return check_policy(errors, f"operator {name!r} in {scope.describe()}") or scope.dataflow.errors
 
 
-def map_in_place(stream: S, fn: Callable[[Any], object]) -> S:
+def _failures(scope: Scope[Any], name: str, apply: Apply | None, errors: ErrorPolicy | None) -> RecordFailures | None:
+    """What keeps the failing records of a new operator ``name``: ``None`` under ``"raise"`` (or for an operator
+    without a per-record ``apply``, which the dataflow's policy does not reach)."""
+    policy = policy_of(scope, name, errors)
+    if apply is None or policy == "raise":
+        return None
+    return RecordFailures(policy, name, lambda: name)
+
+
+def _keep_failures(scope: Scope[Any], chain: FusedChain, stage: Stage, failures: RecordFailures) -> None:
+    stage.failures = failures
+    failures.describe = functools.partial(chain.describe, stage)
+    if failures.policy == "dead_letter":
+        scope.dead_letter_streams.add(scope, chain.add_dead_letters(stage, failures), chain.describe(stage))
+
+
+def map(stream: S, fn: Callable[[Any], Any], *, errors: ErrorPolicy | None = None, name: str = "Map") -> S:
+    check_function(fn, stream.scope, name, "the function", "map(lambda r: r * 2)")
+
+    def apply(_t: Any, record: Any, out: list[Any]) -> None:
+        out.append(fn(record))
+
+    return batch_operator(stream, name, lambda _t, batch: list(_map(fn, batch)), apply=apply, errors=errors)
+
+
+def map_in_place(stream: S, fn: Callable[[Any], object], *, errors: ErrorPolicy | None = None,
+                 name: str = "MapInPlace") -> S:
     """Timely's ``map_in_place``: ``fn(x)`` changes each record ``x`` itself (what it returns is ignored), and
     the same objects go on, with no new record made. A record is the object its producer sent: any other
     consumer of it on this worker (the stream consumed twice, an upstream operator that kept it) sees the
     change; where one might, use :func:`map` with a copy."""
-    check_function(fn, stream.scope, "MapInPlace", "the function", "map_in_place(lambda r: r.update(seen=True))")
+    check_function(fn, stream.scope, name, "the function", "map_in_place(lambda r: r.update(seen=True))")
 
     def transform(_t: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(record)
         return batch
 
-    return batch_operator(stream, "MapInPlace", transform)
+    return batch_operator(stream, name, transform, apply=_calling(fn), errors=errors)
 
 
-def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]]) -> S:
-    check_function(fn, stream.scope, "FlatMap", "the function", "flat_map(str.split)")
+def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]], *, errors: ErrorPolicy | None = None,
+             name: str = "FlatMap") -> S:
+    check_function(fn, stream.scope, name, "the function", "flat_map(str.split)")
 
     def transform(_t: Any, batch: list[Any]) -> list[Any]:
         out: list[Any] = []
@@ -99,23 +139,44 @@ def flat_map(stream: S, fn: Callable[[Any], Iterable[Any]]) -> S:
             extend(fn(record))
         return out
 
-    return batch_operator(stream, "FlatMap", transform)
+    def apply(_t: Any, record: Any, out: list[Any]) -> None:
+        out.extend(list(fn(record)))  # (all of the record's results, or none)
+
+    return batch_operator(stream, name, transform, apply=apply, errors=errors)
 
 
-def filter(stream: S, predicate: Callable[[Any], object]) -> S:
-    check_function(predicate, stream.scope, "Filter", "the predicate", "filter(lambda r: r > 0)")
-    return batch_operator(stream, "Filter", lambda _t, batch: list(_filter(predicate, batch)), passes=True)
+def filter(stream: S, predicate: Callable[[Any], object], *, errors: ErrorPolicy | None = None,
+           name: str = "Filter") -> S:
+    check_function(predicate, stream.scope, name, "the predicate", "filter(lambda r: r > 0)")
+
+    def apply(_t: Any, record: Any, out: list[Any]) -> None:
+        if predicate(record):
+            out.append(record)
+
+    return batch_operator(stream, name, lambda _t, batch: list(_filter(predicate, batch)), passes=True,
+                          apply=apply, errors=errors)
 
 
-def inspect(stream: S, fn: Callable[[Any], object]) -> S:
-    check_function(fn, stream.scope, "Inspect", "the function", "inspect(print)", instead=INSPECT_INSTEAD)
+def inspect(stream: S, fn: Callable[[Any], object], *, errors: ErrorPolicy | None = None,
+            name: str = "Inspect") -> S:
+    check_function(fn, stream.scope, name, "the function", "inspect(print)", instead=INSPECT_INSTEAD)
 
     def transform(_t: Any, batch: list[Any]) -> list[Any]:
         for record in batch:
             fn(record)
         return batch
 
-    return batch_operator(stream, "Inspect", transform, passes=True)
+    return batch_operator(stream, name, transform, passes=True, apply=_calling(fn), errors=errors)
+
+
+def _calling(fn: Callable[[Any], object]) -> Apply:
+    """The work on one record of an operator that calls ``fn(record)`` and passes the record on."""
+
+    def apply(_t: Any, record: Any, out: list[Any]) -> None:
+        fn(record)
+        out.append(record)
+
+    return apply
 
 
 def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], object]) -> S:
@@ -129,8 +190,9 @@ def inspect_batch(stream: S, fn: Callable[[Any, list[Any]], object]) -> S:
     return batch_operator(stream, "InspectBatch", transform, passes=True)
 
 
-def inspect_time(stream: S, fn: Callable[[Any, Any], object]) -> S:
-    check_function(fn, stream.scope, "InspectTime", "the function", "inspect_time(lambda t, r: print(t, r))",
+def inspect_time(stream: S, fn: Callable[[Any, Any], object], *, errors: ErrorPolicy | None = None,
+                 name: str = "InspectTime") -> S:
+    check_function(fn, stream.scope, name, "the function", "inspect_time(lambda t, r: print(t, r))",
                    instead=INSPECT_TIME_INSTEAD)
 
     def transform(time: Any, batch: list[Any]) -> list[Any]:
@@ -138,7 +200,11 @@ def inspect_time(stream: S, fn: Callable[[Any, Any], object]) -> S:
             fn(time, record)
         return batch
 
-    return batch_operator(stream, "InspectTime", transform, passes=True)
+    def apply(time: Any, record: Any, out: list[Any]) -> None:
+        fn(time, record)
+        out.append(record)
+
+    return batch_operator(stream, name, transform, passes=True, apply=apply, errors=errors)
 
 
 def timed(stream: S, time_of: Callable[[Any], Any] | None) -> S:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ...errors import GraphError
 from ..builder import OperatorBuilder, check_function
 from ..stream import S
-from .maplike import batch_operator
+from ..failures import ErrorPolicy
+from .maplike import batch_operator, policy_of
 
 if TYPE_CHECKING:
     from ..scope import Scope
@@ -15,9 +16,23 @@ if TYPE_CHECKING:
 __all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch", "branch_when", "ok_err"]
 
 
-def exchange(stream: S, key: Callable[[Any], Any]) -> S:
-    check_function(key, stream.scope, "Exchange", "the key", "exchange(lambda r: r[0])")
-    return batch_operator(stream, "Exchange", lambda _t, batch: batch, exchange=key, passes=True)
+def exchange(stream: S, key: Callable[[Any], Any], *, errors: ErrorPolicy | None = None,
+             name: str = "Exchange") -> S:
+    """Records to the workers their keys route them to. Under an error policy other than ``"raise"``, a fused
+    stage first takes out the records whose key raises (so the exchange computes each key twice)."""
+    check_function(key, stream.scope, name, "the key", "exchange(lambda r: r[0])")
+
+    def apply(_t: Any, record: Any, out: list[Any]) -> None:
+        key(record)
+        out.append(record)
+
+    if policy_of(stream.scope, name, errors) != "raise":
+        stream = batch_operator(stream, name, _same, passes=True, apply=apply, errors=errors)
+    return batch_operator(stream, name, _same, exchange=key, passes=True)
+
+
+def _same(_time: Any, batch: list[Any]) -> list[Any]:
+    return batch
 
 
 def broadcast(stream: S) -> S:
