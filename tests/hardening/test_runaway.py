@@ -4,6 +4,7 @@ second the stop is forced, naming the operator. Real processes, real signals."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -83,3 +84,27 @@ def test_a_stop_signal_is_forced_through_an_operator_that_never_yields(loop, sig
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"aiotimely: stopped by {sig.name} at once: operator 'Runaway' (#1) in dataflow 'spin' "
                            "on worker 0 has not yielded for "), err[-3000:]
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_second_signal_stops_a_runaway_operator_at_once(loop):
+    """With the watchdog's own deadline far away (30 s), only the second Ctrl-C can force the stop: it does, at
+    once."""
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+    env = {**os.environ, "AIOTIMELY_STOP_RUNAWAY": "30"}
+    proc = subprocess.Popen([sys.executable, "-c", RUNAWAY.format(loop=loop)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "running away"
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=10)        # (well before the watchdog's 30 s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the second signal did not stop the process") from None
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("aiotimely: stopped by SIGINT at once: operator 'Runaway' (#1)")
