@@ -563,9 +563,14 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
             computation.fail(exc)
             raise
 
+    def cancel_builds(error: BaseException) -> None:  # (a build awaiting what the dataflows do not feed)
+        for building in list(builds):
+            building.cancel()
+
     served: list[Served] = []
     tasks: list[asyncio.Task[Any]] = []
     drained = False
+    forget = computation.on_failure(cancel_builds)
     try:
         served = await _serve([w._scheduler for w in members], process, cluster, metrics_port, ui_port)
         tasks = [asyncio.ensure_future(run_worker(w)) for w in members]
@@ -597,6 +602,7 @@ async def _run_workers(build: Callable[[Worker], Any], computation: Computation,
             raise asyncio.CancelledError() from None
         raise
     finally:
+        forget()
         for pending in tasks:
             pending.cancel()
         if tasks:

@@ -262,3 +262,26 @@ def test_in_execute_the_failure_is_raised_not_logged(run, caplog):
         run(build)
     assert info.value.operator == "Map"
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_in_execute_a_build_awaiting_something_else_is_cancelled_by_the_failure(workers):
+    """A build that awaits what the dataflow has nothing to do with (a queue, a long sleep) ends when the
+    computation fails: execute raises the failure at once instead of waiting for the build."""
+    cleaned_up = []
+
+    async def build(worker):
+        inp = at.InputHandle()
+        dividing(worker, inp)
+        if worker.index == 0:
+            inp.send(0)
+        inp.advance_to(1)
+        try:
+            await asyncio.Event().wait()                     # never set
+        finally:
+            cleaned_up.append(worker.index)
+
+    with pytest.raises(at.DataflowError, match="operator 'Map'.*ZeroDivisionError"):
+        await asyncio.wait_for(at.execute_async(build, workers=workers), 20)
+    assert sorted(cleaned_up) == list(range(workers))
