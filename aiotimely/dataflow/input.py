@@ -37,6 +37,16 @@ BUFFERED = 4 * BATCH_SIZE
 """Records an :class:`InputHandle` holds for the dataflow before ``asend`` waits."""
 
 
+def refusal(failure: BaseException, action: str) -> DataflowError:
+    """The error an ``action`` on an input of a failed computation raises (an :class:`InputHandle`'s ``send``, an
+    unordered input's session, a sequencer's ``push``): it says so, located as ``failure`` is, caused by it."""
+    located = {name: getattr(failure, name, None) for name in ("dataflow", "operator", "path", "worker", "time")}
+    kind = "" if isinstance(failure, DataflowError) else f"{type(failure).__name__}: "
+    error = DataflowError(f"cannot {action}: the computation failed: {kind}{failure}", **located)
+    error.__cause__ = failure
+    return error
+
+
 class InputHandle(Generic[R]):
     """Feeds records into a dataflow at a current time that only moves forward.
 
@@ -113,15 +123,8 @@ class InputHandle(Generic[R]):
         wake_all(self._room)  # (an asend waiting for room: it hears the failure from the worker)
 
     def _refusal(self, action: str) -> DataflowError:
-        """The error an action on the handle of a failed computation raises: it says so, caused by the failure."""
-        failure = self._failure
-        assert failure is not None and self._op is not None
-        located = {name: getattr(failure, name, None) for name in ("dataflow", "operator", "path", "worker", "time")}
-        kind = "" if isinstance(failure, DataflowError) else f"{type(failure).__name__}: "
-        error = DataflowError(f"cannot {action} through the InputHandle of {self._op.describe()}: the computation "
-                              f"failed: {kind}{failure}", **located)
-        error.__cause__ = failure
-        return error
+        assert self._failure is not None and self._op is not None
+        return refusal(self._failure, f"{action} through the InputHandle of {self._op.describe()}")
 
     def _wake(self) -> None:
         assert self._activator is not None

@@ -24,7 +24,7 @@ from ..progress import FrontierInterest
 from ..worker import wake_all
 from .builder import OperatorBuilder
 from .capability import Capability
-from .input import InputHandle, ProbeHandle, probe_with
+from .input import InputHandle, ProbeHandle, probe_with, refusal
 from .operator import Logic
 from .ports import BATCH_SIZE, NEXT_ACTIVATION, Activator
 
@@ -87,12 +87,14 @@ class Sequencer(Generic[T]):
         self._source: Activator | None = None
         self._sink: Activator | None = None
         self._source_time: Capability | None = None
+        self._failure: BaseException | None = None  # the computation's: nothing is pushed from then on
         worker.dataflow(self._build, name=name)
 
     # -- the dataflow ----------------------------------------------------------------------
 
     def _build(self, scope: Scope[Any]) -> None:
         self._worker = scope.worker
+        scope.worker.watch_failure(self, Sequencer._computation_failed)
         source = OperatorBuilder(scope, "SequenceInput")
         out, stream = source.new_output()
         self._source = source.op.activator()
@@ -174,11 +176,17 @@ class Sequencer(Generic[T]):
         assert self._sink is not None
         self._sink.activate()
 
+    def _computation_failed(self, error: BaseException) -> None:
+        self._failure = error
+        wake_all(self._room)
+
     # -- pushing ----------------------------------------------------------------------------
 
     def push(self, command: T) -> None:
         """Send ``command`` to every worker (never waits; raises if :data:`SEQUENCER_CAPACITY` commands wait
         to be sent: ``await send(command)`` waits for room instead)."""
+        if self._failure is not None:
+            raise refusal(self._failure, f"push through the Sequencer of worker {self._index}")
         if self._closed:
             raise RuntimeError(f"the Sequencer of worker {self._index} is closed: it cannot push more commands")
         if len(self._outbox) >= self._capacity:
@@ -190,7 +198,7 @@ class Sequencer(Generic[T]):
 
     async def send(self, command: T) -> None:
         """Push ``command``, waiting while the sequencer holds its capacity of commands not yet sent."""
-        while len(self._outbox) >= self._capacity and not self._closed:
+        while len(self._outbox) >= self._capacity and not self._closed and self._failure is None:
             fut = self._handle().waiter()
             self._room.append(fut)
             await fut

@@ -28,7 +28,7 @@ from ..worker import wake_all
 from .builder import OperatorBuilder
 from .capability import Capability
 from .operator import OperatorRuntime
-from .input import BUFFERED
+from .input import BUFFERED, refusal
 from .ports import BATCH_SIZE, OutputPort
 from .stream import S
 
@@ -91,10 +91,21 @@ class UnorderedHandle(Generic[R]):
         self._caps: weakref.WeakSet[ActivateCapability] = weakref.WeakSet()
         self._buffered = 0
         self._room: list[asyncio.Future[None]] = []
+        self._failure: BaseException | None = None
+        """The computation's failure: nothing is sent from then on."""
+
+    def _computation_failed(self, error: BaseException) -> None:
+        self._failure = error
+        wake_all(self._room)
+
+    def _check_running(self, action: str) -> None:
+        if self._failure is not None:
+            raise refusal(self._failure, f"{action} through the unordered input of {self._op.describe()}")
 
     def session(self, cap: Capability) -> UnorderedSession[R]:
         """A session sending at ``cap.time``; ``cap`` must be a capability of this input, still held."""
         op = self._op
+        self._check_running("open a session")
         if not isinstance(cap, ActivateCapability) or cap._handle is not self:
             raise CapabilityError(f"{op.describe()}: session() needs a capability of this unordered input (the one "
                                   f"new_unordered_input() gave, or one delayed from it), got {cap!r}")
@@ -104,12 +115,14 @@ class UnorderedHandle(Generic[R]):
     async def wait_room(self) -> None:
         """Wait until at most :data:`BUFFERED` records wait in the handle for the dataflow to take them."""
         while self._buffered > BUFFERED:
+            self._check_running("wait for room")
             fut = self._op.worker.waiter()
             self._room.append(fut)
             await fut
 
     def _records(self, cap: ActivateCapability, time: Any) -> list[Any]:
         """Where records given at ``time`` under ``cap`` wait: a batch that holds its time until it is sent."""
+        self._check_running("send")
         if not cap._live or cap._time != time or self._op.done:
             what = "dropped" if not cap._live or self._op.done else f"downgraded to {cap._time!r}"
             raise self._op.located(f"{self._op.describe()}: cannot send at time {time!r}: the session's "
@@ -195,5 +208,6 @@ def new_unordered_input(scope: Scope[S], name: str = "UnorderedInput") -> tuple[
     op = builder.build_raw(handle._flush)   # it holds the minimum time, as a count: the capability takes it
     cap = ActivateCapability(handle, op.ttype.minimum, minted=True)
     scope.worker.at_build_end(handle._close_at_build_end, scope.dataflow.index)
+    scope.worker.watch_failure(handle, UnorderedHandle._computation_failed)
     result: S = stream
     return (handle, cap), result

@@ -285,3 +285,36 @@ async def test_in_execute_a_build_awaiting_something_else_is_cancelled_by_the_fa
     with pytest.raises(at.DataflowError, match="operator 'Map'.*ZeroDivisionError"):
         await asyncio.wait_for(at.execute_async(build, workers=workers), 20)
     assert sorted(cleaned_up) == list(range(workers))
+
+
+@pytest.mark.asyncio
+async def test_an_unordered_input_and_a_sequencer_of_a_failed_computation_refuse_at_once():
+    with pytest.raises(at.DataflowError, match="operator 'Map'"):      # (what leaving the block raises)
+        async with at.Worker() as worker:
+            inp = at.InputHandle()
+            dividing(worker, inp)
+            unordered = {}
+
+            def build(scope):
+                unordered["input"], stream = scope.new_unordered_input()
+                stream.probe()
+
+            worker.dataflow(build, name="unordered")
+            handle, cap = unordered["input"]
+            sequencer = at.Sequencer(worker)
+            session = handle.session(cap)
+            session.give(1)                                  # accepted while the computation runs
+            sequencer.push("before")
+            inp.send(0)
+            inp.advance_to(1)
+            await until_failed(worker)
+            with pytest.raises(at.DataflowError, match=r"cannot open a session through the unordered input of "
+                                                       r"operator 'UnorderedInput' .*: the computation failed: "
+                                                       r"operator 'Map'"):
+                handle.session(cap)
+            with pytest.raises(at.DataflowError, match="cannot send through the unordered input"):
+                session.give(2)                              # a session opened before the failure refuses too
+            with pytest.raises(at.DataflowError, match=r"cannot push through the Sequencer of worker 0: the "
+                                                       r"computation failed: operator 'Map'") as info:
+                sequencer.push("after")
+            assert info.value.operator == "Map" and isinstance(info.value.__cause__, at.DataflowError)
