@@ -19,6 +19,7 @@ from ..comm.routing import route
 from ..errors import ProgressError
 from ..progress import Product, ProgressBatch, Source, Target, TimestampType
 from ..worker.logging import ChannelsEvent, MessagesEvent
+from .containers import copy_batch, is_container, partition
 from .stream import Pusher
 
 if TYPE_CHECKING:
@@ -65,7 +66,9 @@ class DataCodec:
 
     def decode(self, payload: bytes) -> tuple[Any, list[Any]]:
         time, records = self._values.unpack(payload)
-        return self._ttype.decode(time), records if type(records) is list else list(records)
+        if type(records) is not list and not is_container(records):
+            records = list(records)
+        return self._ttype.decode(time), records
 
 
 class ProgressCodec:
@@ -113,7 +116,7 @@ def push_to_all(pushers: list[Pusher], time: Any, batch: list[Any]) -> None:
     elif pushers:
         last = len(pushers) - 1
         for i, push in enumerate(pushers):
-            push(time, batch if i == last else list(batch))
+            push(time, batch if i == last else copy_batch(batch))
 
 
 class MailboxPusher:
@@ -171,6 +174,9 @@ class ExchangePusher:
         """Whether records leave this process: then a key must route alike in every process, or is refused."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
+        if type(batch) is not list:
+            self._push_parts(time, self._split_container(time, batch))
+            return
         key, peers, routes = self._key, self._peers, self._routes
         parts: list[list[Any]] = [[] for _ in range(peers)]
         if len(routes) > ROUTES_KEPT:
@@ -197,14 +203,36 @@ class ExchangePusher:
                 raise
             raise self._blame(exc, f"the exchange key of record {record!r:.200}", time) from exc
         self._int_keys = type(k) is int
+        self._push_parts(time, parts)
+
+    def _split_container(self, time: Any, batch: Any) -> list[Any]:
+        """A container's records split by route (the container splits itself)."""
+        key, remembered = self._key, self._routes.get
+        record: Any = None
+
+        def route_of(r: Any) -> int:
+            nonlocal record
+            record = r
+            k = key(r)
+            to = remembered(k)
+            return self._route(k) if to is None else to
+
+        try:
+            return partition(batch, route_of, self._peers)
+        except Exception as exc:
+            if self._blame is None:
+                raise
+            raise self._blame(exc, f"the exchange key of record {record!r:.200}", time) from exc
+
+    def _push_parts(self, time: Any, parts: list[Any]) -> None:
         for box, part in zip(self._boxes, parts, strict=True):
-            if part:
+            if len(part):
                 box.push((time, part))
         log = self._worker.logging
         if log is not None:
             index, channel = self._worker.index, self._channel
             for target, part in enumerate(parts):
-                if part:
+                if len(part):
                     log.log(MessagesEvent(True, channel, index, target, time, len(part)))
 
     def _route(self, key: Any) -> int:
@@ -231,7 +259,7 @@ class BroadcastPusher:
     def __call__(self, time: Any, batch: list[Any]) -> None:
         last = len(self._boxes) - 1
         for i, box in enumerate(self._boxes):
-            box.push((time, batch if i == last else list(batch)))
+            box.push((time, batch if i == last else copy_batch(batch)))
         log = self._worker.logging
         if log is not None:
             index, channel, length = self._worker.index, self._channel, len(batch)

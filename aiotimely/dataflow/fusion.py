@@ -29,6 +29,7 @@ from ..errors import CapabilityError, DataflowError
 from ..progress import Source
 from ..worker.logging import MessagesEvent
 from .channels import push_to_all
+from .containers import copy_batch
 from .failures import DeadLetterOutput, RecordFailures
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ class FusedChain:
                         push_to_all(pushers, time, batch)
                     else:  # the next stage goes on with this batch: consumers get their own copies
                         for push in pushers:
-                            push(time, list(batch))
+                            push(time, copy_batch(batch))
                 except Exception as exc:  # a consumer could not take the records: the stage that made them is
                     error = self._failure(self._maker(stage), exc)  # blamed (an exchange cannot encode one)
                     if error is exc:

@@ -641,6 +641,16 @@ class Session:
         if len(buffer) >= BATCH_SIZE:
             self._port.flush()
 
+    def give_container(self, container: Any) -> None:
+        """Send a whole batch as it is: a list, or a registered container (see :mod:`.containers`), after what this
+        session gave before it. It is not copied: the consumers may keep it or change it."""
+        port = self._port
+        if port._owner is not self:
+            self._buffer()
+        port.flush()
+        if len(container):
+            port.push(self._time, container)
+
     def give_at(self, time: Any, record: Any) -> None:
         """Send ``record`` as a timed record, ``(time, record)``: it carries its own time, not earlier than the
         session's (a timed stream: read it with :meth:`InputPort.timed_order`)."""
