@@ -246,12 +246,7 @@ class OperatorRuntime:
 
     def _capability_changed(self, output: int, time: Any, diff: int) -> None:
         assert self.progress is not None
-        internal = self.progress.shared.internals[output]._diffs   # (ChangeBatch.update, inline: hot)
-        count = internal.get(time, 0) + diff
-        if count:
-            internal[time] = count
-        else:
-            internal.pop(time, None)
+        self.progress.shared.internals[output].update(time, diff)
         log = self.worker.logging
         if log is not None:
             log.log(CapabilityEvent(self.path, output, time, diff))
@@ -319,10 +314,8 @@ class OperatorRuntime:
         pushed = 0
         # (equal lengths, see install; no strict=: a keyword argument doubles what zip costs here)
         for port, changes in zip(self.inputs, self.progress.shared.frontiers):  # noqa: B905
-            diffs = changes._diffs
-            if diffs:
-                changes._diffs = {}   # (ChangeBatch.drain, without the list)
-                port._frontier_changed(diffs)
+            if changes.diffs:
+                port._frontier_changed(changes.take())
                 pushed += 1
         if pushed:
             log = self.worker.logging
@@ -354,7 +347,7 @@ class OperatorRuntime:
         consumeds = self.progress.shared.consumeds
         if len(consumeds) == 1:
             return False
-        return any(consumed._diffs for i, consumed in enumerate(consumeds) if i != port)
+        return any(consumed.diffs for i, consumed in enumerate(consumeds) if i != port)
 
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""

@@ -377,7 +377,7 @@ class TimedOrder:
         when what it took may be all that held it back (see :meth:`ready`)."""
         port, pending, held, le, total = self._port, self._pending, self._held, self._le, self._total
         op = port._op
-        first = not port._consumed._diffs  # nothing was taken from this input before, in this activation
+        first = not port._consumed.diffs  # nothing was taken from this input before, in this activation
         taken: list[Any] = []
         flat = self._flat
         unchanged = self._unchanged

@@ -48,16 +48,18 @@ class ChangeBatch(Generic[K]):
     many updates arrive.
     """
 
-    __slots__ = ("_diffs",)
+    __slots__ = ("diffs",)
 
     def __init__(self, pairs: Iterable[tuple[K, int]] = ()) -> None:
-        self._diffs: dict[K, int] = {}
+        self.diffs: dict[K, int] = {}
+        """The net change of each item with one (never a zero): read it freely (a hot path tests ``batch.diffs``
+        for changes at the cost of a slot read); change it only through the methods."""
         if pairs:
             self.extend(pairs)
 
     def update(self, item: K, diff: int) -> None:
         """Add ``diff`` to the count of ``item``."""
-        diffs = self._diffs
+        diffs = self.diffs
         total = diffs.get(item, 0) + diff
         if total:
             diffs[item] = total
@@ -66,7 +68,7 @@ class ChangeBatch(Generic[K]):
 
     def extend(self, pairs: Iterable[tuple[K, int]]) -> None:
         """Apply every ``(item, diff)`` pair."""
-        diffs = self._diffs
+        diffs = self.diffs
         for item, diff in pairs:
             total = diffs.get(item, 0) + diff
             if total:
@@ -76,45 +78,52 @@ class ChangeBatch(Generic[K]):
 
     def drain(self) -> list[tuple[K, int]]:
         """Return the net ``(item, diff)`` pairs (no zero diffs) and empty the batch."""
-        diffs = self._diffs
+        diffs = self.diffs
         if not diffs:
             return []
-        self._diffs = {}
+        self.diffs = {}
         return list(diffs.items())
+
+    def take(self) -> dict[K, int]:
+        """The net changes as a dict of their own, emptying the batch (a drain without making a list)."""
+        diffs = self.diffs
+        if diffs:
+            self.diffs = {}
+        return diffs
 
     def drain_into(self, other: ChangeBatch[K]) -> None:
         """Move every net change into ``other``."""
-        if not other._diffs:
-            other._diffs, self._diffs = self._diffs, other._diffs
+        if not other.diffs:
+            other.diffs, self.diffs = self.diffs, other.diffs
         else:
-            other.extend(self._diffs.items())
-            self._diffs = {}
+            other.extend(self.diffs.items())
+            self.diffs = {}
 
     def is_empty(self) -> bool:
         """True if every item's net change is zero."""
-        return not self._diffs
+        return not self.diffs
 
     def __bool__(self) -> bool:
-        return bool(self._diffs)
+        return bool(self.diffs)
 
     def __len__(self) -> int:
-        return len(self._diffs)
+        return len(self.diffs)
 
     def __iter__(self) -> Iterator[tuple[K, int]]:
         """The net ``(item, diff)`` pairs, without draining."""
-        return iter(list(self._diffs.items()))
+        return iter(list(self.diffs.items()))
 
     def get(self, item: K) -> int:
         """The net change of ``item`` so far."""
-        return self._diffs.get(item, 0)
+        return self.diffs.get(item, 0)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChangeBatch):
             return NotImplemented
-        return self._diffs == other._diffs
+        return self.diffs == other.diffs
 
     def __repr__(self) -> str:
-        return f"ChangeBatch({list(self._diffs.items())!r})"
+        return f"ChangeBatch({list(self.diffs.items())!r})"
 
 
 class Antichain(Generic[T]):

@@ -239,7 +239,7 @@ class Subgraph:
         if self.inputs:
             self._accept_frontier()
             self._harvest_inputs()
-        if self._final._diffs or self.tracker._pending:  # (otherwise nothing can move; has_pending, inline)
+        if self._final.diffs or self.tracker._pending:  # (otherwise nothing can move; has_pending, inline)
             self._propagate_pointstamps()
         return self.take_activations()
 
@@ -261,9 +261,8 @@ class Subgraph:
             raise ProgressError(f"scope {self.name!r}: direct reports are for one worker, there are {self.peers}")
         pending = self.tracker._pending
         for batch, sign, locations, leaving in self._reporters[child]:
-            diffs = batch._diffs
-            if diffs:
-                batch._diffs = {}
+            if batch.diffs:
+                diffs = batch.take()
                 for t, n in diffs.items():
                     n *= sign
                     for loc in locations:  # (Tracker.update_at, inline: once per count and location)
@@ -319,7 +318,7 @@ class Subgraph:
 
     def has_pending(self) -> bool:
         """True if received, harvested or directly collected information waits for :meth:`propagate`."""
-        return (bool(self._final._diffs) or self.tracker.has_pending() or any(self._entered)
+        return (bool(self._final.diffs) or self.tracker.has_pending() or any(self._entered)
                 or any(self.shared.frontiers))
 
     def must_propagate(self) -> bool:
@@ -327,7 +326,7 @@ class Subgraph:
         False if it can only move frontiers of transparent children (fused into their producers, which never
         look at them), which may wait for a later propagation: frontiers that lag are never wrong, only late.
         """
-        if self._final._diffs or any(self._entered) or any(self.shared.frontiers):  # (as has_pending, inline)
+        if self._final.diffs or any(self._entered) or any(self.shared.frontiers):  # (as has_pending, inline)
             return True
         tracker = self.tracker
         if not tracker.has_pending():
@@ -346,7 +345,7 @@ class Subgraph:
 
     def tracking_anything(self) -> bool:
         """True while anything inside is held or in flight (the scope is not complete)."""
-        return self.tracker.tracking_anything() or bool(self._final._diffs) or bool(self._local._diffs)
+        return self.tracker.tracking_anything() or bool(self._final.diffs) or bool(self._local.diffs)
 
     # -- internals --------------------------------------------------------------------
 
@@ -377,7 +376,7 @@ class Subgraph:
         to_inner = self.refinement.to_inner
         tracker = self.tracker
         for i, changes in enumerate(self.shared.frontiers):
-            if changes._diffs:
+            if changes.diffs:
                 sid = self.graph.source_ids[0][i]
                 for t, d in changes.drain():
                     tracker.update_at(sid, to_inner(t), d)
@@ -385,7 +384,7 @@ class Subgraph:
     def _harvest_inputs(self) -> None:
         local = self._local
         for i, entered in enumerate(self._entered):
-            if entered._diffs:
+            if entered.diffs:
                 sid = self.graph.source_ids[0][i]
                 targets = self._edge_ids[0][i]
                 for t, n in entered.drain():
@@ -398,18 +397,18 @@ class Subgraph:
         graph = self.graph
         update = dest.update
         for i, consumed in enumerate(shared.consumeds):
-            if consumed._diffs:
+            if consumed.diffs:
                 tid = graph.target_ids[c][i]
                 for t, n in consumed.drain():
                     update((tid, t), -n)
         for o, internal in enumerate(shared.internals):
-            if internal._diffs:
+            if internal.diffs:
                 sid = graph.source_ids[c][o]
                 for t, d in internal.drain():
                     update((sid, t), d)
         consumers: list[int] = []
         for o, produced in enumerate(shared.produceds):
-            if produced._diffs:
+            if produced.diffs:
                 targets = self._edge_ids[c][o]
                 for t, n in produced.drain():
                     for tid in targets:
@@ -423,7 +422,7 @@ class Subgraph:
     def _propagate_pointstamps(self) -> None:
         graph = self.graph
         tracker = self.tracker
-        if self._final._diffs:
+        if self._final.diffs:
             node_of, is_target = graph.node_of, graph.is_target
             to_outer = self.refinement.to_outer
             for (lid, t), d in self._final.drain():
