@@ -91,7 +91,7 @@ class SourcePositions:
         op = output._port.op
         self.snapshotter = op.scope.dataflow.snapshotter
         self.restored: dict[int, tuple[Any, ...]] = output.keyed_state("positions", dict)
-        self.participant = op.participant
+        self.participant = op.recovery.participant
         if self.participant is not None:
             self.participant.manual = True
         self.parts = parts

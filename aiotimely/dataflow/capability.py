@@ -48,7 +48,7 @@ class Capability:
         self._time = time
         self._live = True
         if not minted:
-            op._capability_changed(output, time, 1)
+            op.books.hold(output, time, 1)
 
     @property
     def time(self) -> Any:
@@ -91,11 +91,12 @@ class Capability:
         if time != self._time:
             output = self._output
             op.outputs[output].retire(self)
-            op._capability_changed(output, time, 1)
-            op._capability_changed(output, self._time, -1)
+            op.books.hold(output, time, 1)
+            op.books.hold(output, self._time, -1)
             self._time = time
-            if op.participant is not None:
-                op.downgraded(time)
+            recovery = op.recovery
+            if recovery.participant is not None:
+                recovery.downgraded(time)
 
     def drop(self) -> None:
         """Give the capability up: the operator no longer holds back its time."""
@@ -104,7 +105,7 @@ class Capability:
             self._check_live("drop")
         op.outputs[self._output].retire(self)
         self._live = False
-        op._capability_changed(self._output, self._time, -1)
+        op.books.hold(self._output, self._time, -1)
 
     @property
     def dropped(self) -> bool:
@@ -128,7 +129,7 @@ class Capability:
             if self._live and not self._op.done:
                 self._live = False
                 op = self._op
-                op.worker.call_in_worker_thread(op._release_from_gc, self._output, self._time)
+                op.worker.call_in_worker_thread(op.collected, self._output, self._time)
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 

@@ -100,16 +100,16 @@ class Notificator(FrontierNotificator):
         recoverable = initial is not None and op.scope.dataflow.snapshotter is not None
         if recoverable:
             assert initial is not None
-            for output, time in op.restored_alongside("notifications"):
+            for output, time in op.recovery.restored_alongside("notifications"):
                 self.notify_at(initial[output].delayed(time))
-            op.keep_alongside("notifications", self._pending_pairs)
+            op.recovery.keep_alongside("notifications", self._pending_pairs)
         times = list(init)
         if times:
             if not initial:
                 raise CapabilityError(f"{op.describe()}: notifications asked for up front need a capability "
                                       "to hold them: the operator has no output")
             less_equal = op.ttype.less_equal
-            start = op.resume_time() if recoverable and op.scope.parent is None else op.ttype.minimum
+            start = op.recovery.resume_time() if recoverable and op.scope.parent is None else op.ttype.minimum
             for time in times:
                 if less_equal(start, time):
                     self.notify_at(initial[0].delayed(time))

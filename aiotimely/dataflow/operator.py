@@ -26,7 +26,9 @@ from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryErr
 from ..progress import Antichain, FrontierInterest, OperatorProgress, Target
 from ..worker.logging import CapabilityEvent, Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
 from ..worker.statistics import InputStatistics, OperatorStatistics
+from .bookkeeping import ProgressBooks
 from .channels import endpoints
+from .recovering import OperatorRecovery
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
 if TYPE_CHECKING:
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
     from .fusion import FusedChain
     from ..worker import WorkerHandle
     from .scope import Scope
-    from .state import Participant
 
 __all__ = ["OperatorRuntime", "Logic"]
 
@@ -57,7 +58,7 @@ class OperatorRuntime:
 
     __slots__ = (
         "scope", "worker", "name", "ttype", "progress", "index", "path", "outputs", "inputs", "epoch",
-        "current_time", "done", "externally_driven", "poked", "running", "bounded", "participant", "_held", "_coro",
+        "current_time", "done", "externally_driven", "poked", "running", "bounded", "recovery", "books", "_coro",
         "_function", "_waiting", "_dirty_ports", "_outlets", "_activate", "channels", "pacts", "routed",
         "keeps_routing", "chain", "activations", "busy", "seen_in_refresh", "__weakref__",
     )
@@ -86,11 +87,12 @@ class OperatorRuntime:
         self.bounded = True
         """Whether the operator waits while a mailbox it feeds is full (a feedback loop's does not: a cycle of
         full mailboxes would wait forever)."""
-        self.participant: Participant | None = None
-        """The operator's share in snapshots, once it keeps state (and the dataflow is recoverable)."""
+        self.recovery = OperatorRecovery(self)
+        """The operator's share in its dataflow's snapshots: every snapshot hook."""
         self._outlets: list[Endpoint] = []
         self._activate: Callable[[], None] = _nothing
-        self._held: dict[tuple[int, Any], int] = {}
+        self.books = ProgressBooks(self.worker, self.path)
+        """The operator's progress bookkeeping: the capabilities it holds, what its activations did."""
         self._coro: Coroutine[Any, Any, None] | None = None
         self._function: Callable[[], None] | None = None
         self._waiting: asyncio.Future[Any] | None = None
@@ -122,13 +124,12 @@ class OperatorRuntime:
         progress = OperatorProgress(self.name, len(self.inputs), len(self.outputs), connectivity=connectivity,
                                     interest=interest)
         self.progress = progress
-        shared = progress.shared
-        for port, consumed in zip(self.inputs, shared.consumeds, strict=True):
-            port._bind(consumed)
-        for out, produced in zip(self.outputs, shared.produceds, strict=True):
-            out.produced = produced
-        for o in range(len(self.outputs)):
-            self._held[(o, self.ttype.minimum)] = 1
+        books = self.books
+        books.open(progress.shared, len(self.outputs), self.ttype.minimum)
+        for port in self.inputs:
+            port.bind(books.consumed(port.port))
+        for out in self.outputs:
+            out.produced = books.produced(out.index)
         self.scope.add_progress(self.index, progress)
 
     def add_output(self) -> OutputPort:
@@ -139,9 +140,7 @@ class OperatorRuntime:
         assert self.progress is not None
         out = OutputPort(self, len(self.outputs))
         self.outputs.append(out)
-        out.produced, _ = self.progress.add_output()
-        self._held[(out.index, self.ttype.minimum)] = 1  # the capability every output starts with ...
-        self.adjust_held(out.index, self.ttype.minimum, -1)  # ... dropped, as build_function drops it
+        out.produced = self.books.add_output(self.progress, out.index, self.ttype.minimum)
         return out
 
     def set_logic(self, logic: Logic) -> None:
@@ -158,59 +157,9 @@ class OperatorRuntime:
         self.externally_driven = True
         return Activator(self)
 
-    # -- state that survives a crash ---------------------------------------------------
-
-    def keep(self, name: str, initial: Callable[[], T], *, keyed: bool = False) -> T:
-        """A value the operator keeps across times: saved at every snapshot of a recoverable dataflow and
-        restored on resume (else just ``initial()``). See :mod:`aiotimely.dataflow.state`."""
-        snapshotter = self.scope.dataflow.snapshotter
-        if snapshotter is None:
-            return initial()
-        if self.participant is None:
-            self.participant = snapshotter.join(self)
-            if not self.inputs:
-                for out in self.outputs:
-                    out.tracked = True
-        return self.participant.keep(name, initial, keyed=keyed)
-
-    def keep_alongside(self, name: str, value: Callable[[], Any]) -> None:
-        """Part of this operator's snapshots when it keeps state: ``value()`` as ``name`` (per worker, as
-        :meth:`restored_alongside` gives it back). A notificator keeps its pending times so."""
-        snapshotter = self.scope.dataflow.snapshotter
-        if snapshotter is not None:
-            snapshotter.keep_alongside(self, name, value)
-
-    def restored_alongside(self, name: str) -> list[Any]:
-        """What :meth:`keep_alongside` kept as ``name`` in the snapshot resumed from: this worker's, or every
-        worker's together when the number of workers changed."""
-        snapshotter = self.scope.dataflow.snapshotter
-        if snapshotter is None:
-            return []
-        return snapshotter.restored_alongside(self, name)
-
-    def sent(self, time: Any) -> None:
-        """A source keeping its position sent at ``time``."""
-        assert self.participant is not None
-        self.participant.sent(time)
-
-    def downgraded(self, time: Any) -> None:
-        """A capability moved to ``time``. A source keeping its position (a participant with no inputs) sent
-        everything so far before ``time`` and sends nothing before it from now: its position stands for every
-        snapshot up to ``time``."""
-        participant = self.participant
-        if participant is not None and not self.inputs:
-            participant.cut_source(time)
-
     def resume_time(self) -> Any:
-        """The time a resumed dataflow restarts at (its snapshot's): a source with kept state starts sending
-        there. The minimum time when the dataflow starts afresh."""
-        snapshotter = self.scope.dataflow.snapshotter
-        return snapshotter.start_time if snapshotter is not None else self.ttype.minimum
-
-    def cut(self, upto: Any) -> None:
-        """Every time before ``upto`` is applied, none after: the state stands for the snapshots up to it."""
-        if self.participant is not None:
-            self.participant.cut(upto)
+        """The time a resumed dataflow restarts at (see :meth:`OperatorRecovery.resume_time`)."""
+        return self.recovery.resume_time()
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a helper task of this operator, owned by the worker: cancelled and awaited when the
@@ -226,7 +175,7 @@ class OperatorRuntime:
         """The dataflow is built: listen to the input mailboxes, and run once."""
         activate = self._activate = self.worker.activator(self.path)
         for port in self.inputs:
-            port._listen(activate)
+            port.listen(activate)
         if self.bounded and not (self.progress is not None and self.progress.transparent):
             # (a fused operator never pushes on its own: its producer looks through it, once per chain)
             self._outlets = [e for out in self.outputs for e in endpoints(out.pushers)]
@@ -244,37 +193,17 @@ class OperatorRuntime:
 
     # -- capabilities -------------------------------------------------------------------
 
-    def _capability_changed(self, output: int, time: Any, diff: int) -> None:
-        assert self.progress is not None
-        self.progress.shared.internals[output].update(time, diff)
-        log = self.worker.logging
-        if log is not None:
-            log.log(CapabilityEvent(self.path, output, time, diff))
-        held = self._held
-        key = (output, time)
-        count = held.get(key, 0) + diff
-        if count:
-            held[key] = count
-        else:
-            held.pop(key, None)
-
     def adjust_held(self, output: int, time: Any, diff: int) -> None:
         """For raw operators (``build_raw``), which hold counts instead of capability objects: hold ``diff``
         more (or fewer) capabilities at ``time`` on ``output``."""
-        self._capability_changed(output, time, diff)
+        self.books.hold(output, time, diff)
 
-    def _release_all(self) -> None:
-        for (output, time), n in list(self._held.items()):
-            self._capability_changed(output, time, -n)
-
-    def _release_from_gc(self, output: int, time: Any) -> None:
+    def collected(self, output: int, time: Any) -> None:
+        """A capability at ``time`` on ``output`` was garbage-collected while held: it is dropped (timely's
+        drop on ``Drop``), and the operator runs, to see what that lets go."""
         if not self.done:
-            self._capability_changed(output, time, -1)
+            self.books.hold(output, time, -1)
             self.worker.activate(self.path)
-
-    def held_capabilities(self) -> list[tuple[int, Any]]:
-        """``(output, time)`` of every capability the operator holds."""
-        return [key for key, n in self._held.items() if n > 0]
 
     def reaches(self, input: int, output: int, from_time: Any, to_time: Any) -> bool:
         """True if some path from ``input`` to ``output`` takes ``from_time`` to ``to_time`` or earlier."""
@@ -310,13 +239,11 @@ class OperatorRuntime:
 
     def _accept_frontiers(self) -> int:
         """Take the input frontier changes progress tracking pushed; return how many inputs' frontiers changed."""
-        assert self.progress is not None
         pushed = 0
-        # (equal lengths, see install; no strict=: a keyword argument doubles what zip costs here)
-        for port, changes in zip(self.inputs, self.progress.shared.frontiers):  # noqa: B905
-            if changes.diffs:
-                port._frontier_changed(changes.take())
-                pushed += 1
+        inputs = self.inputs
+        for port, diffs in self.books.frontier_changes():
+            inputs[port].frontier_changed(diffs)
+            pushed += 1
         if pushed:
             log = self.worker.logging
             if log is not None:
@@ -341,14 +268,6 @@ class OperatorRuntime:
         self.seen_in_refresh += self._accept_frontiers()
         return True
 
-    def consumed_elsewhere(self, port: int) -> bool:
-        """True if this activation took anything so far from an input other than ``port``."""
-        assert self.progress is not None
-        consumeds = self.progress.shared.consumeds
-        if len(consumeds) == 1:
-            return False
-        return any(consumed.diffs for i, consumed in enumerate(consumeds) if i != port)
-
     def schedule(self) -> bool:
         """Run one activation; return whether the operator is still incomplete."""
         if self.done:
@@ -367,16 +286,15 @@ class OperatorRuntime:
                 self._resume(self._coro)
             elif self._function is not None:
                 self._function()
-                if not self._held and self.inputs_complete():
+                if not self.books.holds_any() and self.inputs_complete():
                     self.done = True
-                    if self.participant is not None:
-                        self.participant.finish()
+                    self.recovery.finish()
             if self._dirty_ports:  # send what sessions buffered: encoding and routing errors are ours too
                 ports, self._dirty_ports = self._dirty_ports, []
                 for port in ports:
                     port.release()
-            if self.participant is not None and not self.inputs and not self._held:
-                self.participant.finish()  # a source that holds nothing more: its position is final
+            if not self.inputs and not self.books.holds_any():
+                self.recovery.finish()  # a source that holds nothing more: its position is final
         except AiotimelyError as exc:
             if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
                 raise  # already located (by the operator that raised it)
@@ -396,9 +314,8 @@ class OperatorRuntime:
 
     def _log_received(self, log: Logger[TimelyEvent]) -> None:
         """Log what this activation took from the inputs: the counts its scope collects right after it."""
-        assert self.progress is not None
         worker = self.worker.index
-        for channel, consumed in zip(self.channels, self.progress.shared.consumeds, strict=True):
+        for channel, consumed in zip(self.channels, self.books.consumed_by_input(), strict=True):
             for time, count in consumed:
                 log.log(MessagesEvent(False, channel, None, worker, time, count))
 
@@ -435,9 +352,8 @@ class OperatorRuntime:
 
     def _finish(self) -> None:
         """The logic returned: give up whatever it still holds, and discard later input."""
-        if self.participant is not None:
-            self.participant.finish()
-        self._release_all()
+        self.recovery.finish()
+        self.books.release_all()
         self.done = True
         self._coro = None
         self._discard_input()
@@ -482,7 +398,7 @@ class OperatorRuntime:
         if self.done:
             return []
         found = []
-        held = sorted({t for _, t in self.held_capabilities()}, key=repr)
+        held = sorted({t for _, t in self.books.held()}, key=repr)
         if held:
             found.append(f"{self.describe()} still holds capabilities at time(s) {', '.join(map(repr, held))}")
         undrained = [port.port for port in self.inputs if port.pending()]

@@ -87,12 +87,14 @@ class InputPort:
         self.records = 0
         """How many records have been taken from this input (a statistic: see :mod:`aiotimely.observe.metrics`)."""
 
-    def _bind(self, consumed: ChangeBatch[Any]) -> None:
-        """Count into ``consumed`` (the operator's shared progress), once the operator is built."""
+    def bind(self, consumed: ChangeBatch[Any]) -> None:
+        """(For the operator's runtime.) Count into ``consumed`` (the operator's progress books), once the operator
+        is built."""
         self._consumed = consumed
 
-    def _listen(self, activate: Callable[[], None]) -> None:
-        """Call ``activate`` whenever a batch arrives (and now, if some wait already)."""
+    def listen(self, activate: Callable[[], None]) -> None:
+        """(For the operator's runtime.) Call ``activate`` whenever a batch arrives (and now, if some wait
+        already)."""
         self._mailbox.listen(activate)
 
     # -- taking batches --------------------------------------------------------------
@@ -137,8 +139,8 @@ class InputPort:
         """True if records at ``time`` may still arrive (``frontier.less_equal(time)``)."""
         return self._frontier.less_equal(time)
 
-    def _frontier_changed(self, changes: dict[Any, int]) -> None:
-        """Apply the frontier changes progress tracking pushed, ``{time: ±n}``."""
+    def frontier_changed(self, changes: dict[Any, int]) -> None:
+        """(For the operator's runtime.) Apply the frontier changes progress tracking pushed, ``{time: ±n}``."""
         frontier = self._frontier
         if frontier._total:
             frontier.update_total(changes.items())
@@ -176,13 +178,13 @@ class InputPort:
 
     def state(self, name: str, initial: Callable[[], T]) -> T:
         """A value this operator keeps on this worker (see :meth:`OperatorOutput.state`)."""
-        return self._op.keep(name, initial)
+        return self._op.recovery.keep(name, initial)
 
     def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
         """A dict this operator keeps by key (see :meth:`OperatorOutput.keyed_state`): this input must be routed
         by key (``exchange=`` on the operator, or ``.exchange(key)`` before it) when there are several workers."""
         _check_routed(self._op, name, [self.port])
-        return self._op.keep(name, initial, keyed=True)
+        return self._op.recovery.keep(name, initial, keyed=True)
 
     def time_order(self) -> TimeOrder:
         """Hold what arrives until its time is complete, then hand it over time by time, in order::
@@ -267,7 +269,7 @@ class TimeOrder:
                 entry[1][i].extend(batch)
         for time in sorted(t for t in pending if not any(port.less_equal(t) for port in ports)):
             cap, records = pending.pop(time)
-            op.cut(time)  # every time before this one is applied, and none after
+            op.recovery.cut(time)  # every time before this one is applied, and none after
             try:
                 yield cap, records
             finally:
@@ -275,9 +277,9 @@ class TimeOrder:
                     cap.drop()
         lows = [min(frontier) for frontier in (list(port.frontier) for port in ports) if frontier]
         if lows:
-            op.cut(min(lows))
-        elif not pending and op.participant is not None:
-            op.participant.finish()  # nothing more will come: the state stands for every later snapshot
+            op.recovery.cut(min(lows))
+        elif not pending:
+            op.recovery.finish()  # nothing more will come: the state stands for every later snapshot
 
     def pending(self) -> list[Any]:
         """The times held, not yet complete."""
@@ -320,7 +322,7 @@ class TimedOrder:
         activation rather than the next."""
         if self._total:
             due = self._due_total()
-            participant = self._port._op.participant
+            participant = self._port._op.recovery.participant
             i, n = 0, len(due)
             try:
                 while i < n:
@@ -355,7 +357,7 @@ class TimedOrder:
                         self._pending[time] = left
         else:
             rest = iter(self._due_total())
-            participant = self._port._op.participant
+            participant = self._port._op.recovery.participant
             try:
                 if participant is None:
                     yield from rest
@@ -408,7 +410,7 @@ class TimedOrder:
         frontier = port._frontier._frontier
         # What was just taken may be all that holds the frontier: every record taken is held by a capability
         # now, so report that at once and look again, instead of in the next activation.
-        if any(t in frontier for t in taken) and not op.consumed_elsewhere(port.port):
+        if any(t in frontier for t in taken) and not op.books.consumed_elsewhere(port.port):
             op.refresh_frontiers()
 
     def _due_total(self) -> list[tuple[Any, Any]]:
@@ -433,7 +435,7 @@ class TimedOrder:
         """Partially ordered times: take what arrived, then each complete time with its records."""
         self._take()
         port, pending = self._port, self._pending
-        participant = port._op.participant
+        participant = port._op.recovery.participant
         for time in sorted(t for t in pending if not port.less_equal(t)):
             if participant is not None:
                 participant.cut(time)
@@ -444,10 +446,10 @@ class TimedOrder:
         op = self._port._op
         frontier = self._port._frontier._frontier
         if frontier:
-            if self._total and op.participant is not None:
-                op.cut(frontier[0])
-        elif not self._flat and not self._pending and op.participant is not None:
-            op.participant.finish()
+            if self._total:
+                op.recovery.cut(frontier[0])
+        elif not self._flat and not self._pending:
+            op.recovery.finish()
         self._settle()
 
     def _settle(self) -> None:
@@ -554,7 +556,7 @@ class OutputPort:
         self.produced.update(time, n)
         self.records += n
         if self.tracked:
-            self.op.sent(time)
+            self.op.recovery.sent(time)
         push_to_all(self.pushers, time, batch)
 
     def _switch(self, session: Session) -> None:
@@ -744,7 +746,7 @@ class OperatorOutput:
         the value saved in the snapshot resumed from; saved at every snapshot. It belongs to this worker and
         cannot move to another number of workers (use :meth:`keyed_state` for that). Declare it at the start
         of the logic, and change it only while applying complete times in order (``input.time_order()``)."""
-        return self._port.op.keep(name, initial)
+        return self._port.op.recovery.keep(name, initial)
 
     def keyed_state(self, name: str, initial: Callable[[], T]) -> T:
         """A dict this operator keeps, by the key its records are exchanged by: as :meth:`state`, and on a
@@ -752,12 +754,12 @@ class OperatorOutput:
         workers every input of the operator must be routed by key (a source has none)."""
         op = self._port.op
         _check_routed(op, name, range(len(op.inputs)))
-        return op.keep(name, initial, keyed=True)
+        return op.recovery.keep(name, initial, keyed=True)
 
     def resume_time(self) -> Any:
         """The time a resumed dataflow restarts at: a source keeping its position in :meth:`state` downgrades
         its capability there and sends from its restored position (afresh: the minimum time)."""
-        return self._port.op.resume_time()
+        return self._port.op.recovery.resume_time()
 
 
 def _check_routed(op: OperatorRuntime, name: str, ports: Iterable[int]) -> None:

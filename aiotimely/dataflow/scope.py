@@ -462,7 +462,7 @@ class Scope(Generic[S]):
         for op in self.operators():
             if op.done:
                 continue
-            held = {t for _, t in op.held_capabilities()}
+            held = {t for _, t in op.books.held()}
             queued = {t for port in op.inputs for t, _ in port._queue} - held
             if not held and not queued:
                 continue

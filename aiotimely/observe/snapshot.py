@@ -252,7 +252,7 @@ def _child_id(scope: Scope[Any], node: int) -> str:
 
 
 def _pointstamps(op: OperatorRuntime) -> list[Any]:
-    times = [t for _, t in op.held_capabilities()]
+    times = [t for _, t in op.books.held()]
     for port in op.inputs:
         times.extend(t for t, _ in port._queue)
     return times
@@ -273,7 +273,7 @@ def _operator(op: OperatorRuntime, sid: str, minimal: Antichain[Any]) -> Operato
             sorted({t for t, _ in queue}, key=repr), op.pacts[port.port] if port.port < len(op.pacts) else "pipeline",
             port.taken, port.records,
         ))
-    outputs = [OutputView(o, sorted({t for out, t in op.held_capabilities() if out == o}, key=repr),
+    outputs = [OutputView(o, sorted({t for out, t in op.books.held() if out == o}, key=repr),
                           op.outputs[o].records) for o in range(len(op.outputs))]
     holds_back = not op.done and any(t in minimal.elements for t in _pointstamps(op))
     stages = [stage.name for stage in op.chain.stages] if op.chain is not None else None

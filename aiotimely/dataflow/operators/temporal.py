@@ -65,7 +65,7 @@ def _delaying(stream: S, name: str, new_time: Callable[[Any, Any], Any], per_rec
     def constructor(capabilities: list[Capability]) -> Logic:
         # Records move to their new time once their own time is complete (in order), so that what waits is
         # exactly what a snapshot between two times must keep.
-        waiting: dict[Any, list[Any]] = op.keep("waiting", dict)    # new time -> records (restored on resume)
+        waiting: dict[Any, list[Any]] = op.recovery.keep("waiting", dict)    # new time -> records (restored on resume)
         held = {t: capabilities[0].delayed(t) for t in waiting}
         capabilities[0].drop()
         order = inp.time_order()
@@ -138,8 +138,8 @@ def reclock(stream: S, clock: S) -> S:
 
     def constructor(capabilities: list[Capability]) -> Logic:
         # Both inputs in one time order: what waits between two times is what a snapshot must keep.
-        held: list[Any] = op.keep("held", list)     # [time, records] of data not yet released
-        clocks: list[Any] = op.keep("clock", list)  # clock times not yet passed
+        held: list[Any] = op.recovery.keep("held", list)     # [time, records] of data not yet released
+        clocks: list[Any] = op.recovery.keep("clock", list)  # clock times not yet passed
         tick_caps = {t: capabilities[0].delayed(t) for t in clocks}
         capabilities[0].drop()
         order = TimeOrder.joint([data, ticks])
