@@ -3,7 +3,13 @@
 The public names of the API (see docs/): run computations with :func:`execute` or
 ``async with Worker()``, build dataflows from :class:`Stream` methods, feed them
 with :class:`InputHandle` and watch them with :class:`ProbeHandle`.
+
+The low-level names (the ``"timely"`` log's events, operators' ports, progress
+bookkeeping) are in :mod:`aiotimely.lowlevel`.
 """
+
+import typing as _typing
+import warnings as _warnings
 
 from .comm.codec import register_type as register_type
 from .comm.routing import route as route
@@ -15,16 +21,12 @@ from .dataflow import CapabilityRef as CapabilityRef
 from .dataflow import Captured as Captured
 from .dataflow import FrontierNotificator as FrontierNotificator
 from .dataflow import InputHandle as InputHandle
-from .dataflow import InputPort as InputPort
 from .dataflow import Messages as Messages
 from .dataflow import Notificator as Notificator
-from .dataflow import OperatorOutput as OperatorOutput
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
 from .dataflow import Scope as Scope
 from .dataflow import SourceStopped as SourceStopped
-from .dataflow import TimedOrder as TimedOrder
-from .dataflow import TimeOrder as TimeOrder
 from .dataflow import UnorderedHandle as UnorderedHandle
 from .dataflow import UnorderedSession as UnorderedSession
 from .dataflow.failures import DeadLetter as DeadLetter
@@ -63,19 +65,7 @@ from .observe.dot import to_dot as to_dot
 from .observe.dot import to_mermaid as to_mermaid
 from .dataflow.sequencer import Barrier as Barrier
 from .dataflow.sequencer import Sequencer as Sequencer
-from .worker.logging import CapabilityEvent as CapabilityEvent
-from .worker.logging import ChannelsEvent as ChannelsEvent
-from .worker.logging import LogRegistry as LogRegistry
-from .worker.logging import Logger as Logger
-from .worker.logging import MessagesEvent as MessagesEvent
-from .worker.logging import OperatesEvent as OperatesEvent
-from .worker.logging import ParkEvent as ParkEvent
-from .worker.logging import ProgressEvent as ProgressEvent
-from .worker.logging import PushProgressEvent as PushProgressEvent
-from .worker.logging import ScheduleEvent as ScheduleEvent
-from .worker.logging import ShutdownEvent as ShutdownEvent
-from .worker.logging import StartStop as StartStop
-from .worker.logging import TimelyEvent as TimelyEvent
+from . import lowlevel as lowlevel
 
 __version__ = "0.3.0"
 
@@ -83,15 +73,51 @@ __all__ = [
     "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "AiotimelyError", "Antichain", "Capability", "CapabilityError", "CapabilityRef", "Captured",
     "ChangeBatch", "ClusterError", "DataflowError", "DeadLetter", "ErrorPolicy", "FrontierInterest",
-    "FrontierNotificator", "GraphError", "InputHandle", "InputPort", "Messages", "MutableAntichain", "Notificator",
-    "OperatorOutput",
+    "FrontierNotificator", "GraphError", "InputHandle", "Messages", "MutableAntichain", "Notificator",
     "PathSummary", "ProbeHandle", "Product", "Progress", "ProgressError", "RecoveryError", "Scope",
-    "SourceStopped", "Stream",
-    "TimeOrder", "TimedOrder", "Timestamp",
+    "SourceStopped", "Stream", "Timestamp",
     "Worker", "concatenate", "execute", "execute_async", "execute_from_args", "register_type", "replay",
     "route", "source", "to_stream", "to_dot", "to_mermaid", "TLSConfig",
     "Agg", "Aggregation", "Sessions", "Sliding", "Tumbling", "WindowSpec",
-    "Barrier", "Sequencer", "LogRegistry", "Logger", "TimelyEvent", "StartStop", "OperatesEvent", "ChannelsEvent",
-    "ScheduleEvent", "MessagesEvent", "ProgressEvent", "PushProgressEvent", "CapabilityEvent", "ShutdownEvent",
-    "ParkEvent",
+    "Barrier", "Sequencer",
 ]
+
+_MOVED = frozenset({
+    "LogRegistry", "Logger", "TimelyEvent", "StartStop", "OperatesEvent", "ChannelsEvent", "ScheduleEvent",
+    "MessagesEvent", "ProgressEvent", "PushProgressEvent", "CapabilityEvent", "ShutdownEvent", "ParkEvent",
+    "InputPort", "OperatorOutput", "TimeOrder", "TimedOrder",
+})
+"""The names that were here before :mod:`aiotimely.lowlevel` (the log and its events, operators' ports): still
+here, deprecated."""
+
+
+def _moved(name: str) -> object:
+    """``aiotimely.<name>`` for a name that moved to :mod:`aiotimely.lowlevel`: the same object, with a
+    ``DeprecationWarning`` naming its new place (for the caller's line)."""
+    if name in _MOVED:
+        _warnings.warn(f"aiotimely.{name} is deprecated: use aiotimely.lowlevel.{name}", DeprecationWarning,
+                       stacklevel=2)
+        return getattr(lowlevel, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if not _typing.TYPE_CHECKING:  # type checkers see the moved names below, and no catch-all attribute
+    __getattr__ = _moved
+else:
+    from .lowlevel import CapabilityEvent as CapabilityEvent
+    from .lowlevel import ChannelsEvent as ChannelsEvent
+    from .lowlevel import InputPort as InputPort
+    from .lowlevel import LogRegistry as LogRegistry
+    from .lowlevel import Logger as Logger
+    from .lowlevel import MessagesEvent as MessagesEvent
+    from .lowlevel import OperatesEvent as OperatesEvent
+    from .lowlevel import OperatorOutput as OperatorOutput
+    from .lowlevel import ParkEvent as ParkEvent
+    from .lowlevel import ProgressEvent as ProgressEvent
+    from .lowlevel import PushProgressEvent as PushProgressEvent
+    from .lowlevel import ScheduleEvent as ScheduleEvent
+    from .lowlevel import ShutdownEvent as ShutdownEvent
+    from .lowlevel import StartStop as StartStop
+    from .lowlevel import TimedOrder as TimedOrder
+    from .lowlevel import TimelyEvent as TimelyEvent
+    from .lowlevel import TimeOrder as TimeOrder

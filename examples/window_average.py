@@ -19,6 +19,7 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 import aiotimely as at
+from aiotimely.lowlevel import InputPort, OperatorOutput
 
 WIDTH = 10
 
@@ -34,7 +35,7 @@ def library_average(stream: at.Stream[int], width: int = WIDTH) -> at.Stream[Ave
 
 def tumbling_average(stream: at.Stream[int], width: int = WIDTH) -> at.Stream[Average]:
     @stream.unary_frontier(exchange=lambda reading: 0, name="TumblingAverage")
-    async def average(input: at.InputPort, output: at.OperatorOutput, cap: at.Capability) -> None:
+    async def average(input: InputPort, output: OperatorOutput, cap: at.Capability) -> None:
         cap.drop()                       # nothing to say before the first reading
         windows: SortedDict[int, list[Any]] = SortedDict()   # window end -> [capability, sum, count]
         async for _ in input.activations():

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiotimely as at
 from aiotimely.execution import parse_args
+from aiotimely.lowlevel import InputPort, OperatorOutput
 
 TEXT = """\
 the quick brown fox jumps over the lazy dog
@@ -27,7 +28,7 @@ def wordcount(lines: at.Stream[str]) -> at.Stream[tuple[str, int]]:
     words = lines.flat_map(lambda line: [(word, 1) for word in line.split()])
 
     @words.unary_frontier(exchange=lambda kv: kv[0], name="WordCount")
-    async def counted(input: at.InputPort, output: at.OperatorOutput, cap: at.Capability) -> None:
+    async def counted(input: InputPort, output: OperatorOutput, cap: at.Capability) -> None:
         cap.drop()
         pending: dict[at.Capability, list[tuple[str, int]]] = {}
         counts: dict[str, int] = {}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, assert_type
 
 import aiotimely as at
-from aiotimely.dataflow import Capability, InputPort, OperatorOutput
+from aiotimely.dataflow import Capability
+from aiotimely.lowlevel import InputPort, OperatorOutput
 
 
 def doubled_sums(scope: at.Scope[at.Stream], inp: at.InputHandle[int]) -> at.ProbeHandle:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
 from ..progress import Antichain, FrontierInterest, OperatorProgress, Target
-from ..worker.logging import CapabilityEvent, Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
+from ..worker.logging import Logger, MessagesEvent, OperatesEvent, PushProgressEvent, TimelyEvent
 from ..worker.statistics import InputStatistics, OperatorStatistics
 from .bookkeeping import ProgressBooks
 from .channels import endpoints

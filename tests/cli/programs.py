@@ -16,6 +16,7 @@ from typing import Any
 import aiotimely as at
 from aiotimely.connectors import from_aiter
 from aiotimely.execution import parse_args
+from aiotimely.lowlevel import InputPort, OperatorOutput
 
 
 def _ready_once() -> Any:
@@ -55,7 +56,7 @@ def stubborn(worker: at.Worker) -> None:
     signal ends it."""
     ready = _ready_once()
 
-    async def logic(output: at.OperatorOutput, cap: at.Capability) -> None:
+    async def logic(output: OperatorOutput, cap: at.Capability) -> None:
         n = 0
         told = False
         while True:
@@ -92,7 +93,7 @@ async def _numbers(start: int, upto: int | None) -> Any:
             await asyncio.sleep(0.002)
 
 
-async def _running_sum(input: at.InputPort, output: at.OperatorOutput, cap: at.Capability) -> None:
+async def _running_sum(input: InputPort, output: OperatorOutput, cap: at.Capability) -> None:
     cap.drop()
     sums = input.keyed_state("sums", dict)
     order = input.time_order()

@@ -13,6 +13,7 @@ import pytest
 
 import aiotimely as at
 from aiotimely.connectors import from_aiter
+from aiotimely.lowlevel import InputPort, OperatorOutput
 
 
 async def endless():
@@ -23,7 +24,7 @@ async def endless():
         await asyncio.sleep(0.001)
 
 
-async def total_at_the_end(input: at.InputPort, output: at.OperatorOutput, cap: at.Capability) -> None:
+async def total_at_the_end(input: InputPort, output: OperatorOutput, cap: at.Capability) -> None:
     """Holds its capability and emits the sum of everything only once its input is complete."""
     total = 0
     async for _ in input.activations():

@@ -44,11 +44,11 @@ def test_operates_and_channels_events_describe_the_graph(run):
         return calls
 
     calls = run(build)[0]
-    operates = {e.addr: e.name for e in events(calls, at.OperatesEvent)}
+    operates = {e.addr: e.name for e in events(calls, at.lowlevel.OperatesEvent)}
     assert operates[(0,)] == "pipeline"
     by_name = {name: addr for addr, name in operates.items()}
     assert {"ToStream", "Route", "Inspect"} <= set(by_name)
-    channels = events(calls, at.ChannelsEvent)
+    channels = events(calls, at.lowlevel.ChannelsEvent)
     edges = {(c.source[0], c.target[0]) for c in channels}
     assert all(c.scope_addr == (0,) for c in channels)
     assert (by_name["ToStream"][-1], by_name["Route"][-1]) in edges
@@ -75,12 +75,12 @@ def test_nested_scopes_appear_with_their_children(run):
         return calls
 
     calls = run(build)[0]
-    operates = {e.addr: e.name for e in events(calls, at.OperatesEvent)}
+    operates = {e.addr: e.name for e in events(calls, at.lowlevel.OperatesEvent)}
     (loop,) = [addr for addr, name in operates.items() if name == "Loop"]
     inside = [addr for addr in operates if addr[:len(loop)] == loop and addr != loop]
     assert inside and all(len(addr) == len(loop) + 1 for addr in inside)
-    assert {c.scope_addr for c in events(calls, at.ChannelsEvent)} >= {loop}
-    assert {e.addr for e in events(calls, at.ScheduleEvent)} >= {loop, *inside}
+    assert {c.scope_addr for c in events(calls, at.lowlevel.ChannelsEvent)} >= {loop}
+    assert {e.addr for e in events(calls, at.lowlevel.ScheduleEvent)} >= {loop, *inside}
 
 
 def test_each_activation_is_bracketed_and_each_operator_shuts_down_once(run):
@@ -90,15 +90,15 @@ def test_each_activation_is_bracketed_and_each_operator_shuts_down_once(run):
         return calls
 
     for calls in run(build, workers=2):
-        schedule = events(calls, at.ScheduleEvent)
+        schedule = events(calls, at.lowlevel.ScheduleEvent)
         assert schedule
         open_ = {}
         for e in schedule:  # start, stop, start, stop ... per address (a scope's bracket holds its children's)
-            assert open_.get(e.addr, at.StartStop.STOP) != e.start_stop
+            assert open_.get(e.addr, at.lowlevel.StartStop.STOP) != e.start_stop
             open_[e.addr] = e.start_stop
-        assert set(open_.values()) == {at.StartStop.STOP}
-        built = {e.addr for e in events(calls, at.OperatesEvent)}
-        shut = Counter(e.addr for e in events(calls, at.ShutdownEvent))
+        assert set(open_.values()) == {at.lowlevel.StartStop.STOP}
+        built = {e.addr for e in events(calls, at.lowlevel.OperatesEvent)}
+        shut = Counter(e.addr for e in events(calls, at.lowlevel.ShutdownEvent))
         assert set(shut) == built and set(shut.values()) == {1}
 
 
@@ -109,12 +109,12 @@ def test_messages_events_count_every_record_sent_and_received(run):
         return calls
 
     results = run(build, workers=2)
-    route = {e.addr[-1]: e for e in events(results[0], at.OperatesEvent)}
-    exchanged = next(c.id for c in events(results[0], at.ChannelsEvent)
+    route = {e.addr[-1]: e for e in events(results[0], at.lowlevel.OperatesEvent)}
+    exchanged = next(c.id for c in events(results[0], at.lowlevel.ChannelsEvent)
                      if route[c.target[0]].name == "Route")
     sent, received = defaultdict(int), defaultdict(int)
     for w, calls in enumerate(results):
-        for e in events(calls, at.MessagesEvent):
+        for e in events(calls, at.lowlevel.MessagesEvent):
             if e.channel != exchanged:
                 continue
             if e.is_send:
@@ -134,13 +134,13 @@ def test_progress_events_are_the_batches_each_worker_sends_and_receives(run):
 
     results = run(build, workers=2)
     for w, calls in enumerate(results):
-        progress = events(calls, at.ProgressEvent)
+        progress = events(calls, at.lowlevel.ProgressEvent)
         mine = [e for e in progress if e.is_send]
         theirs = [e for e in progress if not e.is_send]
         assert mine and theirs
         assert all(e.source == w for e in mine) and all(e.source == 1 - w for e in theirs)
         assert [e.seq_no for e in mine if e.addr == (0,)] == list(range(len([e for e in mine if e.addr == (0,)])))
-        sent_by_other = [(e.seq_no, e.messages, e.internal) for e in events(results[1 - w], at.ProgressEvent)
+        sent_by_other = [(e.seq_no, e.messages, e.internal) for e in events(results[1 - w], at.lowlevel.ProgressEvent)
                          if e.is_send]
         assert [(e.seq_no, e.messages, e.internal) for e in theirs] == sent_by_other
 
@@ -155,11 +155,11 @@ def test_capability_and_push_progress_events_follow_an_input(run):
         return calls
 
     calls = run(build)[0]
-    input_addr = next(e.addr for e in events(calls, at.OperatesEvent) if e.name == "Input")
-    caps = [(e.time, e.diff) for e in events(calls, at.CapabilityEvent) if e.addr == input_addr]
+    input_addr = next(e.addr for e in events(calls, at.lowlevel.OperatesEvent) if e.name == "Input")
+    caps = [(e.time, e.diff) for e in events(calls, at.lowlevel.CapabilityEvent) if e.addr == input_addr]
     assert caps == [(3, 1), (0, -1), (3, -1)]
-    probe_addr = next(e.addr for e in events(calls, at.OperatesEvent) if e.name == "Probe")
-    assert probe_addr in {e.addr for e in events(calls, at.PushProgressEvent)}
+    probe_addr = next(e.addr for e in events(calls, at.lowlevel.OperatesEvent) if e.name == "Probe")
+    assert probe_addr in {e.addr for e in events(calls, at.lowlevel.PushProgressEvent)}
 
 
 def test_events_come_in_batches_stamped_with_the_worker_and_end_with_an_empty_batch(run):
@@ -192,12 +192,12 @@ async def test_remove_stops_the_log_and_insert_replaces_it():
         worker.dataflow(lambda s: inp.to_stream(s).probe())
         await worker.step()
         assert registry.insert("timely", lambda elapsed, batch: second.append(batch)) is keep_first
-        assert first[-1] == [] and events([(0, b) for b in first], at.OperatesEvent)
+        assert first[-1] == [] and events([(0, b) for b in first], at.lowlevel.OperatesEvent)
         inp.advance_to(1)
         await worker.step()
         removed = registry.remove("timely")
         assert removed is not None and removed is not keep_first
-        assert second[-1] == [] and events([(0, b) for b in second], at.CapabilityEvent)
+        assert second[-1] == [] and events([(0, b) for b in second], at.lowlevel.CapabilityEvent)
         assert worker._scheduler.logging is None and registry.remove("timely") is None
         seen = sum(map(len, first + second))
         inp.close()
@@ -253,9 +253,9 @@ def test_a_fused_chain_logs_the_batches_its_producer_hands_it(run):
         return calls
 
     calls = run(build)[0]
-    by_index = {e.addr[-1]: e.name for e in events(calls, at.OperatesEvent)}
+    by_index = {e.addr[-1]: e.name for e in events(calls, at.lowlevel.OperatesEvent)}
     source = next(i for i, name in by_index.items() if name == "ToStream")
-    fed = next(c.id for c in events(calls, at.ChannelsEvent) if c.source[0] == source)
-    messages = [e for e in events(calls, at.MessagesEvent) if e.channel == fed]
+    fed = next(c.id for c in events(calls, at.lowlevel.ChannelsEvent) if c.source[0] == source)
+    messages = [e for e in events(calls, at.lowlevel.MessagesEvent) if e.channel == fed]
     assert sum(e.length for e in messages if e.is_send) == 100
     assert sum(e.length for e in messages if not e.is_send) == 100
