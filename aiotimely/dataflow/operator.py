@@ -157,10 +157,6 @@ class OperatorRuntime:
         self.externally_driven = True
         return Activator(self)
 
-    def resume_time(self) -> Any:
-        """The time a resumed dataflow restarts at (see :meth:`OperatorRecovery.resume_time`)."""
-        return self.recovery.resume_time()
-
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a helper task of this operator, owned by the worker: cancelled and awaited when the
         worker stops; if it fails, the computation fails with its error, naming this operator."""

@@ -202,7 +202,7 @@ def operator_names(build_windows, workers):
 
     def build(worker):
         worker.log_register().insert("timely", lambda _t, events: names.extend(
-            e.name for _, _, e in events if isinstance(e, at.OperatesEvent)))
+            e.name for _, _, e in events if isinstance(e, at.lowlevel.OperatesEvent)))
         worker.dataflow(lambda s: build_windows(at.to_stream([("a", 1), ("b", 7)], s)))
 
     at.execute(build, workers=workers)
