@@ -32,6 +32,7 @@ from ..progress import (
 )
 from .channels import ProgressCodec
 from .operator import OperatorRuntime
+from .progress_path import Broadcast, ProgressPath, path_of
 from .failures import DeadLetterStreams, ErrorPolicy, check_policy
 from .operators.loops import feedback as _feedback
 from .operators.routing import concatenate
@@ -112,6 +113,8 @@ class Scope(Generic[S]):
         self._builder: SubgraphBuilder | None = SubgraphBuilder(
             refinement, name=name, path=self.path, worker=worker.index, peers=worker.peers)
         self.progress_channel = dataflow.allocate_channel()
+        self._broadcast = Broadcast(worker, self.progress_channel)
+        """The road this scope's progress takes with other workers or a reader (see :mod:`.progress_path`)."""
         self.children: dict[int, Child] = {}
         self.progress: Subgraph | None = None
         self.dead_letter_streams: DeadLetterStreams[S] = DeadLetterStreams()
@@ -299,11 +302,11 @@ class Scope(Generic[S]):
         assert sub is not None
         self._receive(sub)
         pending = self._pending
-        alone = self._alone()
+        path = path_of(self.worker, self._broadcast)
         for _ in range(2):
-            self._run_pass(sub, pending, alone)
-            # (alone, what only moves fused operators' frontiers waits for the next propagation: see _run_pass)
-            if not self._publish(sub, alone) or (alone and not sub.must_propagate()):
+            self._run_pass(sub, pending, path)
+            # (what only moves fused operators' frontiers may wait for the next propagation: see _run_pass)
+            if not path.publish(sub) or path.may_wait(sub):
                 break
         if pending or sub.has_pending():
             self._activate()
@@ -333,10 +336,10 @@ class Scope(Generic[S]):
             return False
         sub = self.progress
         assert sub is not None
-        alone = self._alone()
-        self._collect(sub, child, alone)
+        path = path_of(self.worker, self._broadcast)
+        self._collect(sub, child, path)
         self._receive(sub)
-        if not self._publish(sub, alone) and not sub.has_pending():
+        if not path.publish(sub) and not sub.has_pending():
             return False
         pending = self._pending
         for other in sub.propagate():
@@ -344,48 +347,26 @@ class Scope(Generic[S]):
                 pending.add(other)
         return True
 
-    def _alone(self) -> bool:
-        """One worker, and nobody reading its progress batches: counts go straight into the tracker (no batch
-        is made), and what only moves fused operators' frontiers may wait (see :meth:`_run_pass`)."""
-        worker = self.worker
-        return worker.peers == 1 and worker.logging is None
-
-    def _collect(self, sub: Subgraph, child: int, alone: bool) -> None:
+    def _collect(self, sub: Subgraph, child: int, path: ProgressPath) -> None:
         """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
-        sub.collect(child, direct=alone)
+        path.collect(sub, child)
         ran = self.stages_ran
         if ran:
             for stage in dict.fromkeys(ran):
-                sub.collect(stage, direct=alone)
+                path.collect(sub, stage)
             ran.clear()
 
-    def _publish(self, sub: Subgraph, alone: bool) -> bool:
-        """Send what this worker's children did since the last batch, as one batch, to every other worker, and
-        apply it here at once; ``False`` if they did nothing (alone: if nothing waits to be propagated)."""
-        if alone:  # nobody else to tell: no batch to make
-            return sub.loop_back() or sub.tracker.has_pending()  # (what _collect put straight there, too)
-        worker = self.worker
-        log = worker.logging
-        batch = sub.send()
-        if batch is None:
-            return False
-        if log is not None:
-            log.log(progress_event(batch, True, self.progress_channel))
-        worker.fabric.broadcast(self.progress_channel, batch, skip=worker.index)
-        sub.receive(batch)
-        return True
-
-    def _run_pass(self, sub: Subgraph, pending: set[int], alone: bool) -> None:
+    def _run_pass(self, sub: Subgraph, pending: set[int], path: ProgressPath) -> None:
         """Propagate, then run the children that need it in ascending order (and those they feed).
 
-        With one worker, when children are about to run anyway and what waits can only move the frontiers
-        of fused operators (which never look at them), the propagation waits for one the children ask for
-        (``refresh``) or the next pass: a round of a busy dataflow then propagates once, not twice. With
-        nothing else to run it propagates, so nothing waits for long (``schedule`` activates the scope
-        again while anything waits).
+        When children are about to run anyway and what waits may wait (alone, it can only move the frontiers
+        of fused operators, which never look at them: :mod:`.progress_path`), the propagation waits for one the
+        children ask for (``refresh``) or the next pass: a round of a busy dataflow then propagates once, not
+        twice. With nothing else to run it propagates, so nothing waits for long (``schedule`` activates the
+        scope again while anything waits).
         """
         worker = self.worker
-        if pending and alone and not sub.must_propagate():
+        if pending and path.may_wait(sub):
             active = sub.take_activations()
         else:
             active = sub.propagate()
@@ -421,7 +402,7 @@ class Scope(Generic[S]):
                 incomplete.discard(c)
             if log is not None:
                 log.log(ScheduleEvent(children[c].path, StartStop.STOP))
-            self._collect(sub, c, alone)
+            self._collect(sub, c, path)
             if pending:
                 for other in pending:
                     if other > c:
