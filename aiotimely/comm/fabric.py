@@ -5,7 +5,9 @@ on numbered channels. Within a process an item is passed by reference; to a
 worker in another process it is encoded with the channel's :class:`ChannelCodec`,
 which the layer that opened the channel supplies, and decoded there with the same.
 :class:`~.local.LocalFabric` is one process; :class:`~.cluster.ClusterFabric` adds
-TCP links to the others.
+TCP links to the others; :class:`aiotimely.testing.ReorderingFabric`, a test fabric,
+is a ``LocalFabric`` that delays and reorders batches between workers, deterministically,
+where timely allows it (progress batches stay FIFO per sender, receiver and scope).
 """
 
 from __future__ import annotations

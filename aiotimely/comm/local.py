@@ -100,6 +100,13 @@ class LocalFabric:
 
     A dataflow's mailboxes go once every worker of the process is done with it (:meth:`end_dataflow`): a program
     that builds dataflow after dataflow holds only the live ones'.
+
+    The test seam: everything one worker sends another goes through two methods, :meth:`mailboxes` (the endpoints
+    an exchange or broadcast pusher pushes record batches into) and :meth:`broadcast` (a scope's progress
+    batches); a worker's own pipelines and its own progress never leave it. A subclass that overrides those two
+    sees every batch between workers, and may hold and reorder them: :class:`aiotimely.testing.ReorderingFabric`
+    does, to test that progress stays exact when batches arrive late and out of order. Nothing here changes for
+    that (no indirection on the default path).
     """
 
     def __init__(self, peers: int, *, codec: RecordCodec | None = None, workers: int | None = None) -> None:
