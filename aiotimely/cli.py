@@ -34,10 +34,10 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from .comm.tls import ENV_CA, ENV_CERT, ENV_KEY
-from .execution import (DID_NOT_DRAIN, DRAINED, STOPPED, SUSPENDED, _Parser, add_options, execute, execute_options,
-                        parse_args)
-from .execution import stop_grace
+from .execution import execute
+from .execution.stopping import DID_NOT_DRAIN, DRAINED, STOPPED, SUSPENDED, stop_grace
 from .launch import free_ports, load_target
+from .options import OptionParser, add_options, execute_options, parse_args
 
 __all__ = ["main"]
 
@@ -291,12 +291,12 @@ AIOTIMELY_STOP_GRACE seconds (10), and run exits with status 130 (SIGINT) or 143
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="aiotimely", allow_abbrev=False,
-                     description="Run computations written with aiotimely (timely dataflow for asyncio).",
-                     epilog="examples:\n  aiotimely run examples/hello.py -w 2 -n 3\n"
-                            "  aiotimely run mymodule:build -n 2 --ui 8080 -- input.txt\n"
-                            "  aiotimely run -h          (the options of run)\n\nSee docs/cli.md.",
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OptionParser(prog="aiotimely", allow_abbrev=False,
+                          description="Run computations written with aiotimely (timely dataflow for asyncio).",
+                          epilog="examples:\n  aiotimely run examples/hello.py -w 2 -n 3\n"
+                                 "  aiotimely run mymodule:build -n 2 --ui 8080 -- input.txt\n"
+                                 "  aiotimely run -h          (the options of run)\n\nSee docs/cli.md.",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"aiotimely {_version()}")
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="start every process of a computation on this machine",

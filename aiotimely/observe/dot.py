@@ -16,20 +16,20 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Union
 
 from ..dataflow.scope import Scope
-from ..worker.scheduler import Scheduler
 from .snapshot import DataflowView, EdgeView, OperatorView, ScopeView, WorkerView, dataflow_view, snapshot
+from .view import SchedulerView, as_scheduler
 
 __all__ = ["to_dot", "to_mermaid", "HasScheduler", "Graphable"]
 
 
 class HasScheduler(Protocol):
-    """Anything that runs on a worker's scheduler: an :class:`aiotimely.Worker`."""
+    """Anything that runs on a worker's scheduler and shows it read only: an :class:`aiotimely.Worker`."""
 
     @property
-    def _scheduler(self) -> Scheduler: ...
+    def scheduler_view(self) -> SchedulerView: ...
 
 
-Graphable = Union[HasScheduler, Scheduler, WorkerView, DataflowView, "Scope[Any]"]
+Graphable = Union[HasScheduler, SchedulerView, WorkerView, DataflowView, "Scope[Any]"]
 """What :func:`to_dot` and :func:`to_mermaid` draw: a worker (its dataflows as they run), a
 :class:`~aiotimely.observe.snapshot.WorkerView` or ``DataflowView`` taken before, or a scope (its whole dataflow,
 also while ``build`` is still making it)."""
@@ -71,19 +71,7 @@ def to_mermaid(source: Graphable, *, dataflow: int | str | None = None) -> str:
 
 
 def _dataflows(source: Graphable, which: int | str | None) -> list[DataflowView]:
-    if isinstance(source, DataflowView):
-        flows = [source]
-    elif isinstance(source, WorkerView):
-        flows = list(source.dataflows)
-    elif isinstance(source, Scope):
-        flows = [dataflow_view(source)]
-    elif isinstance(source, Scheduler):
-        flows = snapshot(source).dataflows
-    elif isinstance(getattr(source, "_scheduler", None), Scheduler):
-        flows = snapshot(source._scheduler).dataflows
-    else:
-        raise TypeError(f"cannot draw a {type(source).__name__}: pass a Worker, a Scope (inside build), a "
-                        "Scheduler, or a WorkerView / DataflowView from aiotimely.observe.snapshot")
+    flows = _all_dataflows(source)
     if which is None:
         return flows
     chosen = [f for f in flows if (f.index == which if isinstance(which, int) else f.name == which)]
@@ -92,6 +80,21 @@ def _dataflows(source: Graphable, which: int | str | None) -> list[DataflowView]
         raise ValueError(f"no dataflow {which!r} to draw: the dataflows are {present} (a dataflow shows once "
                          "worker.dataflow() installed it, until it completes)")
     return chosen
+
+
+def _all_dataflows(source: Graphable) -> list[DataflowView]:
+    """Every dataflow ``source`` shows: a snapshot's, a scope's (whole), or a worker's as it runs."""
+    if isinstance(source, DataflowView):
+        return [source]
+    if isinstance(source, WorkerView):
+        return list(source.dataflows)
+    if isinstance(source, Scope):
+        return [dataflow_view(source)]
+    view = getattr(source, "scheduler_view", source)  # (a Worker shows its scheduler; a Scheduler is a view)
+    if not isinstance(view, SchedulerView):
+        raise TypeError(f"cannot draw a {type(source).__name__}: pass a Worker, a Scope (inside build), a "
+                        "scheduler view, or a WorkerView / DataflowView from aiotimely.observe.snapshot")
+    return snapshot(as_scheduler(view)).dataflows
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Prometheus metrics of a running computation: ``await serve_metrics(schedulers, port)``.
 
-Every scrape reads the live counts (``Scheduler.statistics()``, ``Link.statistics()``)
+Every scrape reads the live counts (``SchedulerView.statistics()``, ``Link.statistics()``)
 and :func:`~aiotimely.observe.snapshot.snapshot` of each worker, on the workers' event
 loop between two rounds, so it never sees a round half done; the HTTP server runs
 in a thread of its own, so the workers never wait for a scraper to read. Nothing is
@@ -40,9 +40,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..comm.cluster import Cluster
-from ..worker.scheduler import Scheduler
 from .serving import Served
 from .snapshot import DataflowView, OperatorView, snapshot
+from .view import SchedulerView, as_scheduler
 
 __all__ = ["MetricsCollector", "serve_metrics", "frontier_lags", "SCRAPE_TIMEOUT"]
 
@@ -147,7 +147,7 @@ class _Families:
         return list(vars(self).values())
 
 
-def _worker_metrics(families: _Families, scheduler: Scheduler, process: str) -> None:
+def _worker_metrics(families: _Families, scheduler: SchedulerView, process: str) -> None:
     stats = scheduler.statistics()
     worker = str(scheduler.index)
     w = [process, worker]
@@ -169,7 +169,7 @@ def _worker_metrics(families: _Families, scheduler: Scheduler, process: str) -> 
         for port, records in enumerate(op.outputs):
             families.output_records.add_metric(labels + [str(port)], records)
     channels = {(op.id, i.port): i.channel for op in stats.operators for i in op.inputs}
-    for flow in snapshot(scheduler).dataflows:
+    for flow in snapshot(as_scheduler(scheduler)).dataflows:
         lags = frontier_lags(flow)
         if flow.frontier and all(_numeric(t) for t in flow.frontier):
             families.dataflow_frontier.add_metric([process, worker, flow.name, str(flow.index)], min(flow.frontier))
@@ -211,7 +211,7 @@ class MetricsCollector:
     Create it on the workers' event loop; :meth:`collect` may then be called from any thread: it reads the
     runtime on that loop, between rounds, waiting at most :data:`SCRAPE_TIMEOUT` seconds."""
 
-    def __init__(self, schedulers: Sequence[Scheduler], *, process: int = 0, cluster: Cluster | None = None,
+    def __init__(self, schedulers: Sequence[SchedulerView], *, process: int = 0, cluster: Cluster | None = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._prom = _prometheus()
         self.schedulers = list(schedulers)
@@ -257,7 +257,7 @@ class MetricsCollector:
         return families.all()
 
 
-async def serve_metrics(schedulers: Sequence[Scheduler], port: int = 0, *, host: str = "127.0.0.1",
+async def serve_metrics(schedulers: Sequence[SchedulerView], port: int = 0, *, host: str = "127.0.0.1",
                         process: int = 0, cluster: Cluster | None = None) -> Served:
     """Serve the metrics of ``schedulers`` (this process's workers, index ``process``) and of ``cluster``'s
     connections in Prometheus's text format at ``http://host:port/metrics`` (port 0: any free port; the

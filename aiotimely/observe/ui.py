@@ -21,9 +21,9 @@ from http import HTTPStatus
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..worker.scheduler import Scheduler
 from .frames import LiveFeed
 from .serving import Served
+from .view import SchedulerView, as_scheduler
 
 if TYPE_CHECKING:
     from ..comm.cluster import Cluster
@@ -53,9 +53,9 @@ def static_files() -> dict[str, tuple[bytes, str]]:
     return files
 
 
-async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str = "127.0.0.1", process: int = 0,
-                   cluster: Cluster | None = None) -> Served:
-    """Serve the live page of ``schedulers`` (this process's workers' schedulers, ``worker._scheduler``) at
+async def serve_ui(schedulers: Sequence[SchedulerView], port: int = 0, *, host: str = "127.0.0.1",
+                   process: int = 0, cluster: Cluster | None = None) -> Served:
+    """Serve the live page of ``schedulers`` (this process's workers' views, ``worker.scheduler_view``) at
     ``http://host:port/`` (``port`` 0: any free port; the returned ``Served.url`` says which), until
     ``await served.close()``. Call it on the workers' event loop. ``process`` (or ``cluster``, which knows) is
     this process's index in a computation over several; the page then shows this process's workers."""
@@ -71,7 +71,7 @@ async def serve_ui(schedulers: Sequence[Scheduler], port: int = 0, *, host: str 
     processes = max(1, schedulers[0].peers // len(schedulers)) if schedulers else 1
     if cluster is not None:
         process, processes = cluster.index, cluster.processes
-    feed = LiveFeed(schedulers, process=process, processes=processes)
+    feed = LiveFeed([as_scheduler(view) for view in schedulers], process=process, processes=processes)
     clients: set[ServerConnection] = set()
 
     def answer(connection: ServerConnection, request: Request) -> Response | None:
