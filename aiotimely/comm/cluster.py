@@ -249,7 +249,9 @@ class Cluster(LinkHandler):
     def send(self, process: int, data: bytes) -> None:
         conn = self.connections.get(process)
         if conn is None:
-            if self.error is None and not self._closing:
+            # (a peer that said goodbye needs nothing more: it finished, or has its final snapshots; it may have
+            # closed its connection while this process's workers still run)
+            if self.error is None and not self._closing and process not in self._byes:
                 self._fail(ClusterError(f"process {process} is not connected"))
             return
         conn.send(data)
