@@ -7,6 +7,8 @@ is sent, so a quiet source adds no latency. When records get their times is a
 :class:`WallClock` (the current interval; time advances even while nothing
 arrives) or :class:`EventTime` (a field of the record, with bounded lateness; a record
 later than that is dropped, counted and logged, unless ``late=`` says otherwise).
+The source itself is a few small parts (:mod:`.aiter_source`); what a policy or the
+source reads of "now" comes from a clock (:mod:`.sources`), so tests drive it by hand.
 
 :func:`to_async` hands every batch (or record) to an async callable, awaited
 without blocking the worker, with at most ``max_in_flight`` calls running; it
@@ -17,19 +19,22 @@ it says what has really been delivered.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import copy
+import inspect
 import logging
-import time as _time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, Generator, cast
+import math
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
 
-from ..dataflow.input import SourceStopped, source
+from ..dataflow.input import source
 from ..errors import RecoveryError
-from .positions import SourcePart, SourcePositions
+from ..worker.clock import MONOTONIC
+from . import sources
+from .aiter_source import AiterSource
 
 if TYPE_CHECKING:
     from ..dataflow import Capability, InputPort, OperatorOutput, Scope
     from ..stream import Stream
+    from ..worker.clock import Clock
 
 __all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
 
@@ -47,6 +52,11 @@ or fail."""
 class TimePolicy:
     """When a source's records get which (integer) time, and when time moves on."""
 
+    clock: Clock = MONOTONIC
+    """The clock the policy reads "now" on, and a source waits for its :meth:`deadline` on: ``time.monotonic()``
+    (in ms), unless the policy takes another (:class:`WallClock` and :class:`EventTime` take
+    :data:`.sources.CLOCK` when they are made, which a test may have set to a ``ManualClock``)."""
+
     def start(self) -> int:
         """The first time."""
         return 0
@@ -62,8 +72,14 @@ class TimePolicy:
         raise NotImplementedError
 
     def deadline(self) -> float | None:
-        """When (``time.monotonic()``) time moves on by itself, without records; ``None``: never."""
+        """When (in seconds on :attr:`clock`: ``time.monotonic()`` unless the policy took another) time moves on
+        by itself, without records; ``None``: never."""
         return None
+
+    def deadline_ms(self) -> int | None:
+        """:meth:`deadline` in ms on :attr:`clock` (rounded up): what a source waits for; ``None``: never."""
+        deadline = self.deadline()
+        return None if deadline is None else math.ceil(deadline * 1000)
 
     def snapshot(self) -> Any:
         """What a snapshot keeps of the policy (picklable)."""
@@ -103,16 +119,29 @@ class EveryBatch(TimePolicy):
 
 
 class WallClock(TimePolicy):
-    """Records get the number of the ``interval``-second period they arrive in; time moves on each period."""
+    """Records get the number of the ``interval``-second period they arrive in; time moves on each period.
+
+    Periods are counted on :attr:`clock` (``time.monotonic()`` unless a test set another: see
+    :mod:`.sources`), from ``origin`` (seconds on it; by default when the policy is made)."""
 
     def __init__(self, interval: float = 1.0, *, origin: float | None = None) -> None:
         self.interval = interval
-        self.origin = _time.monotonic() if origin is None else origin
+        self.clock = sources.CLOCK
+        self._origin_ms: float = self.clock.now() if origin is None else origin * 1000
         self.offset = 0
         """Periods counted before ``origin`` (by the run a resumed one goes on from)."""
 
+    @property
+    def origin(self) -> float:
+        """Where period 0 starts: seconds on :attr:`clock`."""
+        return self._origin_ms / 1000
+
+    @origin.setter
+    def origin(self, seconds: float) -> None:
+        self._origin_ms = seconds * 1000
+
     def now(self) -> int:
-        return self.offset + int((_time.monotonic() - self.origin) / self.interval)
+        return self.offset + int((self.clock.now() - self._origin_ms) / (self.interval * 1000))
 
     def snapshot(self) -> Any:
         return self.now()
@@ -122,7 +151,7 @@ class WallClock(TimePolicy):
         if state is None and start == 0:
             return  # starting afresh
         self.offset = max(start, state or 0)
-        self.origin = _time.monotonic()
+        self._origin_ms = self.clock.now()
 
     def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
         return [(self.now(), records)]
@@ -131,7 +160,14 @@ class WallClock(TimePolicy):
         return self.now()
 
     def deadline(self) -> float:
-        return self.origin + (self.now() - self.offset + 1) * self.interval
+        return self._next_period_ms() / 1000
+
+    def deadline_ms(self) -> int:
+        return math.ceil(self._next_period_ms())
+
+    def _next_period_ms(self) -> float:
+        """Where the next period starts, in ms on :attr:`clock`."""
+        return self._origin_ms + (self.now() - self.offset + 1) * self.interval * 1000
 
 
 class EventTime(TimePolicy):
@@ -152,12 +188,13 @@ class EventTime(TimePolicy):
         self.lateness = lateness
         self.late = late
         self.where = "a source with EventTime"
+        self.clock = sources.CLOCK  # (paces the log lines of late records)
         self._low = 0
         self._seen: int | None = None
         self._total = [0]           # late records dropped: shared with the copies a partitioned source makes
         self._dropped = 0           # ... by this copy (one worker's), and how many of them were logged
         self._logged = 0
-        self._logged_at = 0.0
+        self._logged_at = 0         # (ms on the clock)
 
     @property
     def late_records(self) -> int:
@@ -200,7 +237,7 @@ class EventTime(TimePolicy):
         :data:`LATE_LOG_INTERVAL` seconds."""
         self._total[0] += len(dropped)
         self._dropped += len(dropped)
-        now = _time.monotonic()
+        now = self.clock.now()
         if not self._logged:
             t, record = dropped[0]
             log.warning("%s: dropped %d late record%s (the first at event time %d, when time %d was already "
@@ -208,7 +245,7 @@ class EventTime(TimePolicy):
                         "in late_records; late='clamp' gives them the earliest open time instead, late='error' "
                         "fails", self.where, len(dropped), "" if len(dropped) == 1 else "s", t, low, self.lateness,
                         record)
-        elif now - self._logged_at >= LATE_LOG_INTERVAL:
+        elif now - self._logged_at >= LATE_LOG_INTERVAL * 1000:
             log.warning("%s: %d late records dropped so far (late='drop')", self.where, self._dropped)
         else:
             return
@@ -229,59 +266,6 @@ class EventTime(TimePolicy):
         if state is not None:
             self._low, self._seen = state
         self._low = max(self._low, start)
-
-
-class _Resume:
-    """Continue an ``__anext__`` that was about to wait, from what it yielded (or by throwing ``throw`` into it:
-    the wait for it was cancelled); ``woke()`` runs each time the iterator, resumed, waits again without having
-    yielded a record (it did something else: read a time mark)."""
-
-    def __init__(self, gen: Any, signal: Any, woke: Callable[[], None], throw: BaseException | None = None) -> None:
-        self.gen, self.signal, self.woke, self.throw = gen, signal, woke, throw
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        gen, signal, woke = self.gen, self.signal, self.woke
-        if self.throw is not None:
-            try:
-                signal = gen.throw(self.throw)
-            except StopIteration as stop:
-                return stop.value
-        while True:
-            try:
-                sent = yield signal
-            except GeneratorExit:
-                gen.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - forwarded into the iterator
-                try:
-                    signal = gen.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    signal = gen.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-                try:
-                    woke()
-                except BaseException:
-                    _abandon(gen)
-                    raise
-
-
-_DONE = object()
-
-
-def _abandon(gen: Any) -> None:
-    """End the iterator's ``__anext__`` under way (``gen``, its awaitable, suspended where the iterator waits)
-    because the source fails while it waits: the iterator gets ``GeneratorExit`` there and runs its cleanup, and is
-    over. Left suspended, an async generator stays "running", and closing it later (the event loop does, when it is
-    collected) fails with a second, spurious error ("aclose(): asynchronous generator is already running")."""
-    try:
-        gen.throw(GeneratorExit)
-    except BaseException:  # noqa: BLE001 - GeneratorExit or StopIteration: it ended; anything else is the
-        return            # iterator's own cleanup failing, never raised over the error that stops the source
-    gen.close()  # it awaits in its cleanup: no one will resume it
 
 
 def _check_iterator(iterator: Any, where: str) -> None:
@@ -307,6 +291,33 @@ def _check_iterator(iterator: Any, where: str) -> None:
                         "source give an async generator, e.g. from_aiter(scope, gen())")
     raise TypeError(f"from_aiter {where}: needs an async iterator or a function (worker_index, peers) -> async "
                     f"iterator, not {type(iterator).__name__} {iterator!r}")
+
+
+def _check_resume(resume: Any, partitioned: bool, where: str) -> None:
+    """Refuse a ``resume=`` that is none of the three, or a function for one iterator per worker."""
+    if resume is not None and not callable(resume) and resume not in ("skip", "live"):
+        raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
+    if callable(resume) and partitioned:
+        raise ValueError(f"from_aiter {where}: resume= a function works with one iterator; with one per "
+                         "worker use 'skip' or 'live'")
+
+
+def _check_recovery(scope: Scope[Stream], resume: Any, partitioned: bool, where: str) -> None:
+    """In a recoverable dataflow: refuse a source that does not say how it resumes, and one iterator per worker
+    resumed on another number of workers than made its snapshot."""
+    snapshotter = scope.dataflow.snapshotter
+    if snapshotter is None:
+        return
+    if resume is None:
+        raise RecoveryError(
+            f"from_aiter {where} is in a recoverable dataflow: say how it resumes with resume='skip' (the "
+            "iterator yields the same records from its start each run), resume='live' (a live feed), or "
+            "resume=a function n -> an async iterator of what follows the first n records")
+    restored, peers = snapshotter.restored, scope.worker.peers
+    if partitioned and restored is not None and restored.peers != peers:
+        raise RecoveryError(
+            f"from_aiter {where} reads one iterator per worker, and its snapshot was made by {restored.peers} "
+            f"workers: it resumes only on {restored.peers} workers (this run has {peers})")
 
 
 def from_aiter(
@@ -335,140 +346,15 @@ def from_aiter(
     a wrong guess would lose or repeat records silently.
     """
     worker = scope.worker
-    snapshotter = scope.dataflow.snapshotter
     partitioned = callable(iterator) and not hasattr(iterator, "__anext__")
     where = f"{name!r} in {scope.describe()}"
     _check_iterator(iterator, where)
-    if resume is not None and not callable(resume) and resume not in ("skip", "live"):
-        raise ValueError(f"from_aiter {where}: resume must be 'skip', 'live' or a function, not {resume!r}")
-    if callable(resume) and partitioned:
-        raise ValueError(f"from_aiter {where}: resume= a function works with one iterator; with one per "
-                         "worker use 'skip' or 'live'")
-    if snapshotter is not None:
-        if resume is None:
-            raise RecoveryError(
-                f"from_aiter {where} is in a recoverable dataflow: say how it resumes with resume='skip' (the "
-                "iterator yields the same records from its start each run), resume='live' (a live feed), or "
-                "resume=a function n -> an async iterator of what follows the first n records")
-        restored = snapshotter.restored
-        if partitioned and restored is not None and restored.peers != worker.peers:
-            raise RecoveryError(
-                f"from_aiter {where} reads one iterator per worker, and its snapshot was made by {restored.peers} "
-                f"workers: it resumes only on {restored.peers} workers (this run has {worker.peers})")
-
-    async def logic(output: OperatorOutput, cap: Capability) -> None:
-        it: AsyncIterator[Any] | None
-        policy = copy.copy(time) if partitioned and time is not None else time or EveryBatch()
-        policy.attach(f"from_aiter {where}, worker {worker.index}")
-        part = SourcePart(worker.index if partitioned else 0, policy)
-        positions = SourcePositions(output, [part])
-        every = positions.every
-        if partitioned:
-            it = cast("Callable[[int, int], AsyncIterator[Any]]", iterator)(worker.index, worker.peers)
-        else:
-            it = cast("AsyncIterator[Any]", iterator) if worker.index == 0 else None  # not a plain function
-        if it is None:
-            positions.parts.clear()
-            positions.finish()
-            cap.drop()
-            return
-        start = output.resume_time()
-        resumed = part.number in positions.restored
-        again = positions.resume(part, start)
-        cap.downgrade(max(cap.time, start, policy.start()))
-        for t, record in sorted(again, key=lambda tr: tr[0]):
-            with cap.delayed(t) as at_t:
-                output.session(at_t).give(record)
-        batch: list[Any] = []
-
-        def flush() -> None:
-            if batch:
-                part.position += len(batch)
-                for t, records in policy.times(batch):
-                    with cap.delayed(t) as at_t:
-                        output.session(at_t).give_many(records)
-                    if every is not None:
-                        part.sent(t, records)
-                batch.clear()
-            now = policy.current()
-            if every is not None:
-                part.moved(now, every)
-                positions.report(part.low)
-            if now > cap.time:
-                cap.downgrade(now)
-
-        def woke() -> None:
-            """The iterator woke and waits again, with no record: time may have moved all the same."""
-            if policy.current() > cap.time:
-                flush()
-
-        try:
-            if resumed and callable(resume):
-                it = resume(part.position)
-            elif resumed and resume == "skip":
-                for _ in range(part.position):
-                    try:
-                        await type(it).__anext__(it)
-                    except StopAsyncIteration:
-                        break
-            anext_ = type(it).__anext__
-            while True:
-                gen = anext_(it).__await__()
-                try:
-                    signal = gen.send(None)
-                except StopIteration as ready:
-                    batch.append(ready.value)
-                    if len(batch) >= batch_size:
-                        flush()
-                        await asyncio.sleep(0)  # let the batch move before reading on
-                    continue
-                except StopAsyncIteration:
-                    break
-                try:
-                    flush()  # the iterator is about to wait: send what we have first
-                except BaseException:
-                    _abandon(gen)
-                    raise
-                try:
-                    record = await _wait_ticking(gen, signal, policy, flush, woke)
-                except StopAsyncIteration:
-                    break
-                batch.append(record)
-        except SourceStopped:
-            pass  # the computation is stopping: end as if the iterator had ended, with what it gave so far
-        flush()
-        policy.finish()
-        positions.finish()
-        cap.drop()
-
-    return source(scope, name, logic)
-
-
-async def _wait_ticking(gen: Any, signal: Any, policy: TimePolicy, flush: Callable[[], None],
-                        woke: Callable[[], None]) -> Any:
-    """Wait for the iterator, moving time on at the policy's deadlines while nothing arrives, and whenever
-    the iterator wakes without a record (``woke``)."""
-    deadline = policy.deadline()
-    if deadline is None or not isinstance(signal, asyncio.Future):
-        return await _Resume(gen, signal, woke)
-    while True:
-        remaining = deadline - _time.monotonic()
-        if remaining > 0:
-            try:
-                done, _ = await asyncio.wait([signal], timeout=remaining)
-            except BaseException as exc:  # noqa: BLE001 - a stop, or the worker closing: the iterator gets it too
-                return await _Resume(gen, None, woke, throw=exc)
-            if done:
-                return await _Resume(gen, signal, woke)  # the future is done: continue the iterator at once
-        try:
-            flush()
-        except BaseException:
-            _abandon(gen)
-            raise
-        next_deadline = policy.deadline()
-        if next_deadline is None:  # the policy stopped moving time by itself: just wait
-            return await _Resume(gen, signal, woke)
-        deadline = next_deadline
+    _check_resume(resume, partitioned, where)
+    _check_recovery(scope, resume, partitioned, where)
+    policy = copy.copy(time) if partitioned and time is not None else time or EveryBatch()
+    logic = AiterSource(iterator, policy, partitioned=partitioned, index=worker.index, peers=worker.peers,
+                        batch_size=batch_size, resume=resume, where=where)
+    return source(scope, name, logic.run)
 
 
 def to_async(

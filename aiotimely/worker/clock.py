@@ -13,7 +13,7 @@ import itertools
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "WallClock", "ManualClock", "WALL_CLOCK"]
+__all__ = ["Clock", "WallClock", "MonotonicClock", "ManualClock", "WALL_CLOCK", "MONOTONIC"]
 
 
 class Clock(Protocol):
@@ -46,6 +46,27 @@ class WallClock:
 
 WALL_CLOCK = WallClock()
 """The default clock."""
+
+
+class MonotonicClock:
+    """``time.monotonic`` as a :class:`~aiotimely.worker.clock.Clock`: ms since an arbitrary start, never
+    moving back; waited for with ``asyncio.sleep``."""
+
+    __slots__ = ()
+
+    def now(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+    async def wait_until(self, deadline: int) -> None:
+        # a millisecond more: now() (floored to the ms) has reached the deadline when the sleep ends
+        await asyncio.sleep(max(0.0, deadline / 1000 - time.monotonic()) + 0.001)
+
+    def __repr__(self) -> str:
+        return "MonotonicClock()"
+
+
+MONOTONIC = MonotonicClock()
+"""The real clock for durations (timeouts, periods, pacing): the wall clock's steps do not stretch them."""
 
 
 class ManualClock:
