@@ -54,17 +54,15 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Literal, NamedTuple
 from ..comm.codec import RecordCodec
 from ..comm.fabric import Channel, Endpoint
 from ..comm.local import LocalFabric, Mailbox
-from ..dataflow.capture import Captured
 from ..dataflow.failures import ErrorPolicy
 from ..execution import Worker
 from ..worker import Computation
 from ..worker.computation import Halted
 from ..worker.loop import run
-from .running import TIMEOUT, Build, DataflowTimeout, collect, merge
+from .running import TIMEOUT, Build, Capturing, DataflowTimeout
 
 if TYPE_CHECKING:
-    from ..dataflow import Scope
-    from ..stream import Stream
+    pass
 
 __all__ = ["ReorderingFabric", "FabricStatistics", "Kind", "MAX_DELAY", "run_reordered", "run_reordered_async",
            "execute_reordered", "execute_reordered_async"]
@@ -367,21 +365,10 @@ async def run_reordered_async(build: Build, workers: int = 3, *, seed: int | ran
                               fabric: ReorderingFabric | None = None, timestamp: Any = int, timeout: float = TIMEOUT,
                               errors: ErrorPolicy = "raise") -> Any:
     """:func:`run_reordered` on the running event loop."""
-    captures: dict[int, dict[str | None, Captured]] = {}
-    where = getattr(build, "__qualname__", repr(build))
-    minimum: list[Any] = [0]
-
-    def on_worker(worker: Worker) -> None:
-        def make(scope: Scope[Stream[Any]]) -> None:
-            minimum[0] = scope.ttype.minimum
-            captures[worker.index] = collect(build(scope), where)
-
-        name = getattr(build, "__name__", "")
-        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp, errors=errors)
-
-    await execute_reordered_async(on_worker, workers, seed=seed, max_delay=max_delay, data_fifo=data_fifo,
-                                  fabric=fabric, timeout=timeout)
-    return merge(captures, minimum[0])
+    capturing = Capturing(build, timestamp, errors)
+    await execute_reordered_async(capturing.on_worker, workers, seed=seed, max_delay=max_delay,
+                                  data_fifo=data_fifo, fabric=fabric, timeout=timeout)
+    return capturing.outputs()
 
 
 def run_reordered(build: Build, workers: int = 3, *, seed: int | random.Random = 0, max_delay: int = MAX_DELAY,

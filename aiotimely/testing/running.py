@@ -91,24 +91,12 @@ def run_dataflow(build: Build, *, workers: int = 1, timestamp: Any = int, timeou
 async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any = int,
                              timeout: float = TIMEOUT, errors: ErrorPolicy = "raise") -> Any:
     """:func:`run_dataflow` on the running event loop (an ``async`` test's)."""
-    captures: dict[int, dict[str | None, Captured]] = {}
-    where = getattr(build, "__qualname__", repr(build))
-    minimum: list[Any] = [0]
-
-    def on_worker(worker: Worker) -> None:
-        def make(scope: Scope[Stream[Any]]) -> None:
-            minimum[0] = scope.ttype.minimum
-            captures[worker.index] = collect(build(scope), where)
-
-        name = getattr(build, "__name__", "")
-        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=timestamp, errors=errors)
-
-    task = asyncio.ensure_future(execute_async(on_worker, workers=workers))
+    capturing = Capturing(build, timestamp, errors)
+    task = asyncio.ensure_future(execute_async(capturing.on_worker, workers=workers))
     try:
         done, _ = await asyncio.wait({task}, timeout=timeout)
         if not done:  # what was collected, before stopping the workers changes the frontiers
-            so_far = merge(captures, minimum[0]) if captures else None
-            raise DataflowTimeout(_timeout_message(where, workers, timeout, so_far))
+            raise DataflowTimeout(_timeout_message(capturing.where, workers, timeout, capturing.so_far()))
         task.result()
     finally:
         if not task.done():
@@ -116,7 +104,38 @@ async def run_dataflow_async(build: Build, *, workers: int = 1, timestamp: Any =
             await asyncio.wait({task}, timeout=10.0)
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: the error raised (if any) is the test's
-    return merge(captures, minimum[0])
+    return capturing.outputs()
+
+
+class Capturing:
+    """Builds ``build(scope)``'s dataflow on each worker (``on_worker``, a build function for ``execute``) and
+    captures what the streams it returns carry, to merge over the workers once they are done."""
+
+    def __init__(self, build: Build, timestamp: Any = int, errors: ErrorPolicy = "raise") -> None:
+        self.build = build
+        self.timestamp = timestamp
+        self.errors: ErrorPolicy = errors
+        self.where = getattr(build, "__qualname__", repr(build))
+        """What errors and timeouts call the build function."""
+        self.captures: dict[int, dict[str | None, Captured]] = {}
+        self.minimum: Any = 0
+
+    def on_worker(self, worker: Worker) -> None:
+        def make(scope: Scope[Stream[Any]]) -> None:
+            self.minimum = scope.ttype.minimum
+            self.captures[worker.index] = collect(self.build(scope), self.where)
+
+        name = getattr(self.build, "__name__", "")
+        worker.dataflow(make, name=name if name.isidentifier() else None, timestamp=self.timestamp,
+                        errors=self.errors)
+
+    def outputs(self) -> Any:
+        """What every worker captured, merged (:class:`Outputs`, or a dict of them)."""
+        return merge(self.captures, self.minimum)
+
+    def so_far(self) -> Any:
+        """What was captured so far, or ``None`` if no worker built its dataflow yet."""
+        return self.outputs() if self.captures else None
 
 
 def _timeout_message(where: str, workers: int, timeout: float, so_far: Any) -> str:
