@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from ..capability import Capability
+from ..capability import Capability, CapabilityRef
 
 __all__ = ["CapabilityPool"]
 
@@ -31,8 +31,9 @@ class CapabilityPool(Generic[T]):
         self._held: dict[T, list[Any]] = {}        # pending time -> [capability, how many wait for it]
         self._retime = retime
 
-    def hold(self, time: T, cap: Capability) -> None:
-        """One more thing waits for ``time``: the first makes the pool's capability for it from ``cap``."""
+    def hold(self, time: T, cap: Capability | CapabilityRef) -> None:
+        """One more thing waits for ``time``: the first makes the pool's capability for it from ``cap`` (a
+        capability, or the time of a batch just received)."""
         entry = self._held.get(time)
         if entry is None:
             self._held[time] = [cap.delayed(time if self._retime else cap.time), 1]
