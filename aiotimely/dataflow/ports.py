@@ -386,9 +386,9 @@ class TimedOrder:
         if unchanged is None:
             unchanged = self._unchanged = op.passes_unchanged(port.port, 0)
         for batch_time, batch in port.batches():
-            if not (held and le(held[0]._time, batch_time) if total else
-                    any(le(cap._time, batch_time) for cap in held)):
-                for cap in [cap for cap in held if le(batch_time, cap._time)]:
+            if not (held and le(held[0].time, batch_time) if total else
+                    any(le(cap.time, batch_time) for cap in held)):
+                for cap in [cap for cap in held if le(batch_time, cap.time)]:
                     held.remove(cap)
                     cap.drop()
                 # (a batch's time is valid, and an input that reaches output 0 unchanged justifies it there)
@@ -463,12 +463,12 @@ class TimedOrder:
             return
         if self._total:
             least = flat[0][0]   # sorted by _due_total
-            if held[0]._time != least:
+            if held[0].time != least:
                 held[0].downgrade(least)
             return
         le = self._le
         minimal = [t for t in pending if not any(le(u, t) and u != t for u in pending)]
-        new = [next(cap for cap in held if le(cap._time, t)).delayed(t) for t in minimal]
+        new = [next(cap for cap in held if le(cap.time, t)).delayed(t) for t in minimal]
         for cap in held:
             cap.drop()
         held[:] = new
@@ -478,7 +478,7 @@ class TimedOrder:
         the loop over :meth:`ready` for the times handed over; ``cap.delayed(t)`` keeps a time longer."""
         le = self._le
         for cap in self._held:
-            if time is None or le(cap._time, time):
+            if time is None or le(cap.time, time):
                 return cap
         raise CapabilityError(f"{self._port._op.describe()}: the timed order holds no time at or before "
                               f"{time!r}: use it inside the loop over ready()")
@@ -562,14 +562,14 @@ class OutputPort:
     def _switch(self, session: Session) -> None:
         owner = self._owner
         if self._buffer:
-            if owner is not None and owner._cap is session._cap and owner._time == session._time:
+            if owner is not None and owner._cap is session._cap and owner.time == session.time:
                 self._owner = session  # another session for the same capability: the batch goes on
                 return
             self.flush()
         elif owner is None:
             self.op._dirty_ports.append(self)
         self._owner = session
-        self._time = session._time
+        self._time = session.time
 
     def flush(self) -> None:
         """Hand the buffered records on now."""
@@ -607,14 +607,14 @@ class Session:
     def _check(self) -> None:
         cap = self._cap
         if isinstance(cap, Capability):
-            if not cap._live or cap._op.done:
+            if cap.dropped or cap._op.done:
                 raise CapabilityError(
                     f"{self._port.op.describe()}: cannot send at time {self._time!r}: its capability was dropped"
                 )
-            if cap._time != self._time:
+            if cap.time != self._time:
                 raise CapabilityError(
                     f"{self._port.op.describe()}: cannot send at time {self._time!r}: its capability was "
-                    f"downgraded to {cap._time!r} (open a new session)"
+                    f"downgraded to {cap.time!r} (open a new session)"
                 )
         else:
             cap._check_valid()
@@ -729,7 +729,7 @@ class OperatorOutput:
                 )
         else:
             raise CapabilityError(f"{op.describe()}: session() needs a Capability or a received time, got {cap!r}")
-        return Session(self._port, cap._time, cap)
+        return Session(self._port, cap.time, cap)
 
     def activator(self) -> Activator:
         """An :class:`Activator` for this operator."""

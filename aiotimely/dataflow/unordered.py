@@ -150,7 +150,7 @@ class UnorderedHandle(Generic[R]):
             self._open.clear()
         while ready:
             hold, batch = ready.popleft()
-            port.push(hold._time, batch)
+            port.push(hold.time, batch)
             self._buffered -= len(batch)
             hold.drop()
             if ready and op.wait_for_room():
@@ -161,11 +161,11 @@ class UnorderedHandle(Generic[R]):
     def _close_at_build_end(self) -> None:
         """The worker's build is over: drop every capability still held (what was given is still sent)."""
         for cap in list(self._caps):
-            if cap._live and not self._op.done:
+            if not cap.dropped and not self._op.done:
                 cap.drop()
 
     def __repr__(self) -> str:
-        held = sorted({cap._time for cap in self._caps if cap._live}, key=repr)
+        held = sorted({cap.time for cap in self._caps if not cap.dropped}, key=repr)
         return f"UnorderedHandle(held at {held!r})"
 
 
@@ -177,7 +177,7 @@ class UnorderedSession(Generic[R]):
     def __init__(self, handle: UnorderedHandle[R], cap: ActivateCapability) -> None:
         self._handle = handle
         self._cap = cap
-        self._time = cap._time
+        self._time = cap.time
 
     @property
     def time(self) -> Any:
