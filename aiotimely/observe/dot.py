@@ -17,7 +17,7 @@ from typing import Any, Iterator, Protocol, Union
 
 from ..dataflow.scope import Scope
 from .snapshot import DataflowView, EdgeView, OperatorView, ScopeView, WorkerView, dataflow_view, snapshot
-from .view import SchedulerView, as_scheduler
+from .view import SchedulerView
 
 __all__ = ["to_dot", "to_mermaid", "HasScheduler", "Graphable"]
 
@@ -94,7 +94,7 @@ def _all_dataflows(source: Graphable) -> list[DataflowView]:
     if not isinstance(view, SchedulerView):
         raise TypeError(f"cannot draw a {type(source).__name__}: pass a Worker, a Scope (inside build), a "
                         "scheduler view, or a WorkerView / DataflowView from aiotimely.observe.snapshot")
-    return snapshot(as_scheduler(view)).dataflows
+    return snapshot(view).dataflows
 
 
 @dataclass

@@ -16,7 +16,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Sequence
 
-from ..worker.scheduler import Scheduler
+from .view import SchedulerView
 from .snapshot import DataflowView, WorkerView, snapshots
 
 __all__ = ["LiveFeed", "RATE_WINDOW"]
@@ -29,7 +29,7 @@ class LiveFeed:
     """Frames for the live page from ``schedulers`` (this process's workers), process ``process`` of
     ``processes``."""
 
-    def __init__(self, schedulers: Sequence[Scheduler], *, process: int = 0, processes: int = 1,
+    def __init__(self, schedulers: Sequence[SchedulerView], *, process: int = 0, processes: int = 1,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.schedulers = list(schedulers)
         self.process = process

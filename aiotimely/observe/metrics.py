@@ -42,7 +42,7 @@ from typing import Any
 from ..comm.cluster import Cluster
 from .serving import Served
 from .snapshot import DataflowView, OperatorView, snapshot
-from .view import SchedulerView, as_scheduler
+from .view import SchedulerView
 
 __all__ = ["MetricsCollector", "serve_metrics", "frontier_lags", "SCRAPE_TIMEOUT"]
 
@@ -169,7 +169,7 @@ def _worker_metrics(families: _Families, scheduler: SchedulerView, process: str)
         for port, records in enumerate(op.outputs):
             families.output_records.add_metric(labels + [str(port)], records)
     channels = {(op.id, i.port): i.channel for op in stats.operators for i in op.inputs}
-    for flow in snapshot(as_scheduler(scheduler)).dataflows:
+    for flow in snapshot(scheduler).dataflows:
         lags = frontier_lags(flow)
         if flow.frontier and all(_numeric(t) for t in flow.frontier):
             families.dataflow_frontier.add_metric([process, worker, flow.name, str(flow.index)], min(flow.frontier))

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Sequence
 from ..dataflow.operator import OperatorRuntime
 from ..dataflow.scope import Scope
 from ..progress import Antichain, Source, Target
-from ..worker.scheduler import Scheduler
+from .view import SchedulerView
 
 __all__ = ["DataflowView", "EdgeView", "InputView", "OperatorView", "OutputView", "ScopeView", "WorkerView",
            "dataflow_view", "node_id", "snapshot", "snapshots"]
@@ -155,7 +155,7 @@ def _jsonable(value: Any, time_fields: frozenset[str], key: str | None = None) -
     return value
 
 
-def snapshot(scheduler: Scheduler) -> WorkerView:
+def snapshot(scheduler: SchedulerView) -> WorkerView:
     """What ``scheduler``'s worker runs right now (call it on the worker's event loop, between rounds)."""
     view = WorkerView(scheduler.index, scheduler.peers, scheduler.rounds, scheduler.operators_run)
     for root in scheduler.dataflows():
@@ -164,7 +164,7 @@ def snapshot(scheduler: Scheduler) -> WorkerView:
     return view
 
 
-def snapshots(schedulers: Sequence[Scheduler]) -> list[WorkerView]:
+def snapshots(schedulers: Sequence[SchedulerView]) -> list[WorkerView]:
     """:func:`snapshot` of several workers of this process at once, with ``holds_back`` judged over all of them:
     an operator holds time back when one of its pointstamps (a capability held, a batch queued) is minimal
     among those of its scope on every worker given. (One worker's source at time 5 does not hold time back

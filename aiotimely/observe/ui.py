@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from .frames import LiveFeed
 from .serving import Served
-from .view import SchedulerView, as_scheduler
+from .view import SchedulerView
 
 if TYPE_CHECKING:
     from ..comm.cluster import Cluster
@@ -71,7 +71,7 @@ async def serve_ui(schedulers: Sequence[SchedulerView], port: int = 0, *, host: 
     processes = max(1, schedulers[0].peers // len(schedulers)) if schedulers else 1
     if cluster is not None:
         process, processes = cluster.index, cluster.processes
-    feed = LiveFeed([as_scheduler(view) for view in schedulers], process=process, processes=processes)
+    feed = LiveFeed(list(schedulers), process=process, processes=processes)
     clients: set[ServerConnection] = set()
 
     def answer(connection: ServerConnection, request: Request) -> Response | None:

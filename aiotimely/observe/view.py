@@ -7,12 +7,12 @@ passes schedulers goes on working).
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, cast, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from ..worker.schedule import Schedule
-from ..worker.scheduler import Scheduler, WorkerStatistics
+from ..worker.scheduler import WorkerStatistics
 
-__all__ = ["SchedulerView", "as_scheduler"]
+__all__ = ["SchedulerView"]
 
 
 @runtime_checkable
@@ -40,10 +40,3 @@ class SchedulerView(Protocol):
 
     def dataflows(self) -> Sequence[Schedule]:
         """The dataflows the worker runs that are not complete yet, in the order they were built."""
-
-
-def as_scheduler(view: SchedulerView) -> Scheduler:
-    """``view`` as :func:`~aiotimely.observe.snapshot.snapshot` and :class:`~aiotimely.observe.frames.LiveFeed`
-    are annotated to take it: they read only what a view shows. (The one place that bridges the two, until their
-    annotations say :class:`SchedulerView`.)"""
-    return cast(Scheduler, view)

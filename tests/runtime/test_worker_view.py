@@ -15,7 +15,7 @@ import aiotimely.execution
 import aiotimely.options
 from aiotimely.observe.frames import LiveFeed
 from aiotimely.observe.snapshot import snapshot
-from aiotimely.observe.view import SchedulerView, as_scheduler
+from aiotimely.observe.view import SchedulerView
 
 PACKAGE = Path(at.__file__).resolve().parent
 
@@ -52,8 +52,8 @@ def test_observe_draws_and_snapshots_a_worker_through_its_view() -> None:
             worker.dataflow(lambda scope: _doubled(inp, scope), name="doubled")
             view = worker.scheduler_view
             drawn = at.to_dot(view), at.to_dot(worker)
-            shown = snapshot(as_scheduler(view))
-            frame = LiveFeed([as_scheduler(view)]).frame()
+            shown = snapshot(view)
+            frame = LiveFeed([view]).frame()
             inp.close()
             return drawn[0], drawn[1], shown, frame
 
