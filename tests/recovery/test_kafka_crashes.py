@@ -108,6 +108,7 @@ def check(windows: list[dict]) -> None:
     assert set(seen) == set(truth()), f"missing windows: {sorted(set(truth()) - set(seen))}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("restart_shape", "stops"), [((2, 1), False), ((1, 3), True)],
                          ids=["same workers", "3 workers after 2, SIGTERM and SIGKILL by turns"])
 def test_killed_twenty_times_the_windows_are_a_crash_free_runs(tmp_path, restart_shape, stops):
