@@ -175,11 +175,12 @@ class DeadLetterStreams(Generic[S]):
     """A scope's dead-letter streams, one per operator with a ``"dead_letter"`` policy, taken as one stream by
     :meth:`~aiotimely.dataflow.scope.Scope.dead_letters` once they are all built."""
 
-    __slots__ = ("_streams", "_where", "_taken")
+    __slots__ = ("_streams", "_first", "_taken")
 
     def __init__(self) -> None:
         self._streams: list[S] = []
-        self._where: list[str] = []
+        self._first = ""
+        """Where the first of them is, in words (what a refusal names)."""
         self._taken = False
 
     def add(self, scope: Scope[S], output: DeadLetterOutput, where: str) -> None:
@@ -190,7 +191,7 @@ class DeadLetterStreams(Generic[S]):
                              f"with errors='dead_letter'")
         port = output.port
         self._streams.append(scope.new_stream(Source(port.op.index, port.index), output))
-        self._where.append(where)
+        self._first = self._first or where
 
     def take(self, scope: Scope[S], concatenate: Callable[[Scope[S], list[S]], S]) -> S:
         """Every dead-letter stream of ``scope`` as one stream (taken once)."""
@@ -209,7 +210,7 @@ class DeadLetterStreams(Generic[S]):
     def check_taken(self, scope: Scope[S]) -> None:
         """Refuse a scope whose dead letters nobody takes: they would be lost without a sign."""
         if self._streams and not self._taken:
-            raise GraphError(f"{self._where[0]} sends the records that fail to dead letters, but nothing takes "
+            raise GraphError(f"{self._first} sends the records that fail to dead letters, but nothing takes "
                              f"them: route scope.dead_letters() to a sink (e.g. "
                              f"scope.dead_letters().inspect(print)) after building the operators of "
                              f"{scope.describe()}")

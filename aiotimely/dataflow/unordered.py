@@ -122,7 +122,8 @@ class UnorderedHandle(Generic[R]):
 
     def _records(self, cap: ActivateCapability, time: Any) -> list[Any]:
         """Where records given at ``time`` under ``cap`` wait: a batch that holds its time until it is sent."""
-        self._check_running("send")
+        if self._failure is not None:  # (_check_running, inline: once per record given)
+            self._check_running("send")
         if not cap._live or cap._time != time or self._op.done:
             what = "dropped" if not cap._live or self._op.done else f"downgraded to {cap._time!r}"
             raise self._op.located(f"{self._op.describe()}: cannot send at time {time!r}: the session's "
