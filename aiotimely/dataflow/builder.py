@@ -27,7 +27,9 @@ from ..errors import GraphError
 from ..progress import FrontierInterest, Source, Target
 from .capability import Capability
 from .channels import open_channel
-from .fusion import Stage
+from ..comm.local import UNFED
+from .failures import RecordFailures
+from .fusion import FusedChain, Stage, Transform, can_fuse, chain_end
 from .operator import Logic, OperatorRuntime
 from .ports import InputPort, OutputPort
 from .stream import StreamCore
@@ -35,7 +37,7 @@ from .stream import StreamCore
 if TYPE_CHECKING:
     from .scope import Scope
 
-__all__ = ["OperatorBuilder", "check_function", "routed_by_key"]
+__all__ = ["OperatorBuilder", "check_function", "routed_by_key", "fused_stage"]
 
 AWAIT_INSTEAD = ("await it in the logic of an operator of your own (stream.unary(logic): an async def logic may "
                  "await), or hand the records to it with aiotimely.connectors.to_async(stream, {fn}, per=\"record\"), "
@@ -135,12 +137,14 @@ class OperatorBuilder:
         target = Target(op.index, port)
         scope.add_edge(stream.source, target)
         pusher, mailbox, channel = open_channel(scope, exchange=exchange, broadcast=broadcast, blame=op.blame,
-                                                source=stream.source, target=target, fed=attach)
+                                                source=stream.source, target=target)
         op.channels.append(channel)
         op.pacts.append("broadcast" if broadcast else "exchange" if exchange is not None else "pipeline")
         op.routed.append(not broadcast and (exchange is not None or routed_by_key(stream)))
         if attach:
             stream.attach(pusher)
+        else:  # (its producer's pushes feed it: every such input shares one always empty mailbox)
+            mailbox = UNFED
         inp = InputPort(op, port, mailbox)
         op.inputs.append(inp)
         self._connections.append(connection)
@@ -201,3 +205,47 @@ class OperatorBuilder:
             op.adjust_held(output, minimum, -1)
         op.set_logic(run)
         return op
+
+
+def _nothing() -> None:
+    pass
+
+
+def fused_stage(stream: StreamCore, name: str, transform: Transform, *, passes: bool = False,
+                exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
+                failures: RecordFailures | None = None) -> Stage:
+    """A stateless batch operator ``name`` on ``stream`` (see :mod:`.fusion`): without an exchange, the next stage
+    of the fused chain that makes ``stream``, if one does; else the first stage of a new chain, run inside the
+    pushes of ``stream``'s producer when it can be, through a mailbox when not. ``failures`` keeps the records
+    ``transform`` fails on (a dead-letter policy gets the chain an output for them)."""
+    scope = stream.scope
+    local = exchange is None and not broadcast
+    chain = chain_end(stream) if local else None
+    if chain is None:
+        chain = _new_chain(stream, name, exchange, broadcast)
+    else:
+        scope._check_building()
+    stage = chain.add(name, transform, passes)
+    if failures is not None:
+        stage.failures = failures
+        failures.describe = functools.partial(chain.describe, stage)
+        if failures.policy == "dead_letter":
+            scope.dead_letter_streams.add(scope, chain.add_dead_letters(stage, failures), chain.describe(stage))
+    return stage
+
+
+def _new_chain(stream: StreamCore, name: str, exchange: Callable[[Any], Any] | None, broadcast: bool) -> FusedChain:
+    scope = stream.scope
+    builder = OperatorBuilder(scope, name)
+    fuse = exchange is None and not broadcast and can_fuse(stream)
+    inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
+    out, _ = builder.new_output()
+    op = builder.build_function(_nothing)
+    chain = op.chain = FusedChain(op, inp, scope.ran_inside)
+    op.set_logic(chain.run_mailbox)
+    out.pushers.append(chain)  # (never pushed to: back-pressure looks through it for the chain's consumers)
+    if fuse:  # the producer's pushes run the chain
+        stream.attach(chain)
+        assert op.progress is not None
+        op.progress.transparent = True  # it never watches its frontier: progress may hop over it
+    return chain

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..comm.codec import CodecError, RecordCodec, register_extension
 from ..comm.fabric import Endpoint
-from ..comm.local import UNFED, Mailbox
+from ..comm.local import Mailbox
 from ..comm.routing import route
 from ..errors import ProgressError
 from ..progress import Product, ProgressBatch, Source, Target, TimestampType
@@ -270,20 +270,14 @@ class BroadcastPusher:
         return self._boxes
 
 
-def _unfed(time: Any, batch: list[Any]) -> None:
-    """The pusher of a channel whose consumer is fed another way: nothing may go through it."""
-    UNFED.push((time, batch))
-
-
 def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
                  blame: Blame | None = None, source: Source | None = None,
-                 target: Target | None = None, fed: bool = True) -> tuple[Pusher, Mailbox, Channel]:
+                 target: Target | None = None) -> tuple[Pusher, Mailbox, Channel]:
     """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox, and the
     channel's id (logged, with its ``source`` and ``target`` when given, as a :class:`ChannelsEvent`).
 
     Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
-    worker that produced them; then ``fed=False`` says the consumer is fed another way (a fused stage), and its
-    mailbox is the shared, always empty :data:`~aiotimely.comm.local.UNFED`.
+    worker that produced them.
     """
     worker = scope.worker
     channel = scope.dataflow.allocate_channel()
@@ -291,8 +285,6 @@ def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = N
     if log is not None and source is not None and target is not None:
         log.log(ChannelsEvent(channel, scope.path, (source.node, source.port), (target.node, target.port)))
     if (exchange is None and not broadcast) or worker.peers == 1:
-        if not fed:
-            return _unfed, UNFED, channel
         mailbox = Mailbox(worker.fabric.pressure.mailbox_high)
         return MailboxPusher(mailbox, worker, channel), mailbox, channel
     fabric = worker.fabric

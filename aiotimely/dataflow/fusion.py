@@ -99,12 +99,13 @@ class FusedChain:
 
     __slots__ = ("op", "stages", "_input", "_ran", "_claimed")
 
-    def __init__(self, op: OperatorRuntime, input: InputPort, ran: list[int]) -> None:
+    def __init__(self, op: OperatorRuntime, input: InputPort, ran: Callable[[int], None]) -> None:
         self.op = op
         self.stages: list[Stage] = []
         self._input = input
         self._ran = ran
-        """Where a fused chain notes that it ran: the scope collects the progress of the chains that ran."""
+        """Tells the scope the chain ran inside its producer (:meth:`~.scope.Scope.ran_inside`): the scope collects
+        its progress with the producer's."""
         self._claimed = 0
         """How many of the chain's outputs stages have taken."""
 
@@ -136,10 +137,8 @@ class FusedChain:
     def __call__(self, time: Any, batch: list[Any]) -> None:
         """A batch from the producer the chain is fused into."""
         n = len(batch)
-        self._input._consumed.update(time, n)
-        self._input.taken += 1
-        self._input.records += n
-        self._ran.append(self.op.index)
+        self._input.count_fed(time, n)
+        self._ran(self.op.index)
         if self.op.worker.logging is not None:
             self._log_passed(time, n)
         self.run(time, batch)

@@ -111,6 +111,13 @@ class InputPort:
             op.current_time = time
             yield time, batch
 
+    def count_fed(self, time: Any, n: int) -> None:
+        """Count a batch of ``n`` records at ``time`` handed to the operator by its producer's push, not through
+        the mailbox (a fused chain: see :mod:`.fusion`) as taken here."""
+        self._consumed.update(time, n)
+        self.taken += 1
+        self.records += n
+
     def drain(self) -> Iterator[tuple[CapabilityRef, list[Any]]]:
         """Take every batch waiting at this input, as ``(time, records)``; ``time`` is a :class:`CapabilityRef`."""
         op, port = self._op, self.port

@@ -122,9 +122,10 @@ class Scope(Generic[S]):
         self._pending: set[int] = set()
         self._incomplete: set[int] = set()
         self._loops: list[LoopHandle] = []
-        self.stages_ran: list[int] = []
-        """The fused stages (:mod:`.fusion`) that ran inside the child running now: their progress is
-        collected with the child's."""
+        self._ran_inside: list[int] = []
+        self.ran_inside: Callable[[int], None] = self._ran_inside.append
+        """Note that child ``index`` ran inside the child running now (called by it, not scheduled: an operator
+        fused into its producer): its progress is collected with the running child's."""
         self._running = 0
         """The index of the child running now (0: none)."""
         self._inbox: Any = None
@@ -348,9 +349,9 @@ class Scope(Generic[S]):
         return True
 
     def _collect(self, sub: Subgraph, child: int, path: ProgressPath) -> None:
-        """Take what ``child`` reported (and the fused stages that ran inside it) into this scope's progress."""
+        """Take what ``child`` reported (and the children that ran inside it) into this scope's progress."""
         path.collect(sub, child)
-        ran = self.stages_ran
+        ran = self._ran_inside
         if ran:
             for stage in dict.fromkeys(ran):
                 path.collect(sub, stage)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ...errors import CapabilityError
-from ..builder import OperatorBuilder, check_function
+from ..builder import check_function, fused_stage
 from ..failures import Apply, ErrorPolicy, RecordFailures, check_policy, guard
-from ..fusion import FusedChain, Stage, can_fuse, chain_end
 from ..stream import S
 
 if TYPE_CHECKING:
@@ -30,10 +28,6 @@ INSPECT_BATCH_INSTEAD = ("use aiotimely.connectors.to_async(stream, {fn}) instea
 INSPECT_TIME_INSTEAD = ("use aiotimely.connectors.to_async(stream, fn) instead, with an async fn(time, records) that "
                         "awaits {fn}(time, record) for each record: it passes the records on once it completed")
 """Where an async function goes instead of ``inspect_time``."""
-
-
-def _nothing() -> None:
-    pass
 
 
 def batch_operator(
@@ -58,27 +52,8 @@ def batch_operator(
     if failures is not None:
         assert apply is not None
         transform = guard(apply, failures)
-    local = exchange is None and not broadcast
-    chain = chain_end(stream) if local else None
-    if chain is not None:
-        scope._check_building()
-        stage = chain.add(name, transform, passes)
-    else:
-        builder = OperatorBuilder(scope, name)
-        fuse = local and can_fuse(stream)
-        inp = builder.new_input(stream, exchange=exchange, broadcast=broadcast, attach=not fuse)
-        out, _ = builder.new_output()
-        op = builder.build_function(_nothing)
-        chain = op.chain = FusedChain(op, inp, scope.stages_ran)
-        op.set_logic(chain.run_mailbox)
-        out.pushers.append(chain)  # (never pushed to: back-pressure looks through it for the chain's consumers)
-        stage = chain.add(name, transform, passes)
-        if fuse:  # the producer's pushes run the chain
-            stream.attach(chain)
-            assert op.progress is not None
-            op.progress.transparent = True  # it never watches its frontier: progress may hop over it
-    if failures is not None:
-        _keep_failures(scope, chain, stage, failures)
+    stage = fused_stage(stream, name, transform, passes=passes, exchange=exchange, broadcast=broadcast,
+                        failures=failures)
     return scope.new_stream(stage.claim_source, stage)  # type: ignore[no-any-return]
 
 
@@ -94,13 +69,6 @@ def _failures(scope: Scope[Any], name: str, apply: Apply | None, errors: ErrorPo
     if apply is None or policy == "raise":
         return None
     return RecordFailures(policy, name, lambda: name)
-
-
-def _keep_failures(scope: Scope[Any], chain: FusedChain, stage: Stage, failures: RecordFailures) -> None:
-    stage.failures = failures
-    failures.describe = functools.partial(chain.describe, stage)
-    if failures.policy == "dead_letter":
-        scope.dead_letter_streams.add(scope, chain.add_dead_letters(stage, failures), chain.describe(stage))
 
 
 def map(stream: S, fn: Callable[[Any], Any], *, errors: ErrorPolicy | None = None, name: str = "Map") -> S:
