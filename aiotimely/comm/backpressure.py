@@ -1,10 +1,12 @@
 """Back-pressure: every queue between workers has a bound, and a producer that meets it waits.
 
-* In a process: a mailbox holds at most ``mailbox_high`` batches before it is
-  *full*. An operator whose output reaches a full mailbox is not run (a source is
-  not pulled) until the consumer has taken the mailbox down to half; it is woken
-  then. So a slow consumer holds back what feeds it, stage by stage up to the
-  sources, and memory stays bounded whatever the consumer's speed.
+* In a process: a mailbox holds at most ``mailbox_high`` batches, or
+  ``mailbox_high_bytes`` bytes of containers (a list of records says nothing of its
+  size; a container says its ``nbytes``), before it is *full*. An operator whose
+  output reaches a full mailbox is not run (a source is not pulled) until the
+  consumer has taken the mailbox down to half; it is woken then. So a slow consumer
+  holds back what feeds it, stage by stage up to the sources, and memory stays
+  bounded whatever the consumer's speed.
 * Between processes: credits. A worker may send ``window`` batches on a channel to
   a worker of another process before that worker's process returns credit for
   them, which it does as its consumer takes them. Without credit the remote
@@ -26,10 +28,12 @@ from typing import TYPE_CHECKING, Callable, Iterable
 if TYPE_CHECKING:
     from .link import Link
 
-__all__ = ["BackPressure", "MAILBOX_HIGH", "CREDIT_WINDOW"]
+__all__ = ["BackPressure", "MAILBOX_HIGH", "MAILBOX_HIGH_BYTES", "CREDIT_WINDOW"]
 
 MAILBOX_HIGH = 64
 """Batches a mailbox holds before its producers wait."""
+MAILBOX_HIGH_BYTES = 32 << 20
+"""Bytes of containers (columnar batches) a mailbox holds before its producers wait."""
 CREDIT_WINDOW = 64
 """Batches a worker sends on a channel to a worker of another process before it waits for credit."""
 
@@ -45,12 +49,14 @@ class BackPressure:
         failed: Callable[[], bool] = lambda: False,
         after_round: Callable[[], None] = lambda: None,
         mailbox_high: int = MAILBOX_HIGH,
+        mailbox_high_bytes: int = MAILBOX_HIGH_BYTES,
         window: int = CREDIT_WINDOW,
     ) -> None:
         self._links = links
         self._failed = failed
         self.after_round = after_round
         self.mailbox_high = mailbox_high
+        self.mailbox_high_bytes = mailbox_high_bytes
         self.window = window
 
     def congested(self) -> bool:

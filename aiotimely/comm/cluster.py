@@ -316,7 +316,8 @@ class _RemoteMailbox:
     """A worker's mailbox in another process: pushing encodes the item and sends it there as a frame.
 
     Each batch sent spends a credit; the receiving process returns credit as its consumer takes the batches.
-    Out of credit, the endpoint is full: producers wait until credit comes back.
+    Out of credit, the endpoint is full: producers wait until credit comes back. (Credit counts batches: what a
+    batch weighs is counted by the receiving mailbox, from the codec's :meth:`~.fabric.ChannelCodec.weight`.)
     """
 
     __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process", "credits", "_waiters")
@@ -332,7 +333,7 @@ class _RemoteMailbox:
         self.credits = credits
         self._waiters: set[Callable[[], None]] = set()
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
         cluster, (dataflow, channel) = self._cluster, self._channel
         for payload in self._codec.encode(item, MAX_PAYLOAD):
             self.credits -= 1
@@ -361,18 +362,18 @@ class _CountedMailbox(Mailbox):
 
     __slots__ = ("pushed", "remote")
 
-    def __init__(self, high: int | None) -> None:
-        super().__init__(high)
+    def __init__(self, high: int | None, high_bytes: int | None) -> None:
+        super().__init__(high, high_bytes)
         self.pushed = 0
         self.remote: deque[tuple[int, int]] = deque()   # (number, sending worker) of remote items not yet credited
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
         self.pushed += 1
-        super().push(item)
+        super().push(item, nbytes)
 
-    def push_from(self, sender: int, item: Any) -> None:
+    def push_from(self, sender: int, item: Any, nbytes: int = 0) -> None:
         self.remote.append((self.pushed, sender))
-        self.push(item)
+        self.push(item, nbytes)
 
 
 class ClusterFabric(LocalFabric):
@@ -404,7 +405,7 @@ class ClusterFabric(LocalFabric):
         """Frames dropped because they arrived for a dataflow this process was done with."""
 
     def _new_mailbox(self) -> Mailbox:
-        return _CountedMailbox(self.pressure.mailbox_high)
+        return _CountedMailbox(self.pressure.mailbox_high, self.pressure.mailbox_high_bytes)
 
     def register(self, channel: Channel, codec: ChannelCodec) -> None:
         if channel not in self._codecs:
@@ -476,7 +477,7 @@ class ClusterFabric(LocalFabric):
             raise ClusterError(f"a data frame from worker {frame.source}, which is not in process {conn.process}")
         box = self.mailbox(channel, target)
         assert isinstance(box, _CountedMailbox)
-        box.push_from(frame.source, item)
+        box.push_from(frame.source, item, codec.weight(item))
         self._owing[(channel, target)] = box
 
     # -- credit -----------------------------------------------------------------

@@ -36,6 +36,11 @@ class ChannelCodec(Protocol):
     def decode(self, payload: bytes) -> Any:
         ...
 
+    def weight(self, item: Any) -> int:
+        """What a decoded item weighs in its mailbox, in bytes (0: only its count matters; see
+        :mod:`.backpressure`)."""
+        ...
+
 
 class Endpoint(Protocol):
     """Where a sender pushes items for one worker: that worker's mailbox, or a link to its process.
@@ -43,7 +48,8 @@ class Endpoint(Protocol):
     A full endpoint still takes what is pushed; a producer that finds it full waits to be woken.
     """
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
+        """Take ``item``, which weighs ``nbytes`` bytes (0: only its count matters; see :mod:`.backpressure`)."""
         ...
 
     def full(self) -> bool:

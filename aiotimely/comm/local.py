@@ -21,21 +21,28 @@ __all__ = ["Mailbox", "LocalFabric"]
 class Mailbox:
     """A FIFO queue of items for one receiver, and the callback that wakes it.
 
-    With a bound (``high``), the mailbox is :meth:`full` at ``high`` items: producers
-    that meet that :meth:`wait`, and the receiver wakes them (:meth:`room`) once it
-    has taken the queue down to half. Pushing itself never refuses an item.
+    With a bound (``high``), the mailbox is :meth:`full` at ``high`` items, or at ``high_bytes`` bytes of the
+    items that say what they weigh (containers: see :mod:`aiotimely.dataflow.containers`): producers that meet
+    that :meth:`wait`, and the receiver wakes them (:meth:`room`) once it has taken the queue down to half of
+    both. Pushing itself never refuses an item.
     """
 
-    __slots__ = ("queue", "_listener", "high", "_waiters")
+    __slots__ = ("queue", "_listener", "high", "high_bytes", "bytes", "_waiters")
 
-    def __init__(self, high: int | None = None) -> None:
+    def __init__(self, high: int | None = None, high_bytes: int | None = None) -> None:
         self.queue: deque[Any] = deque()
         self._listener: Callable[[], None] | None = None
         self.high = high
+        self.high_bytes: float = float("inf") if high_bytes is None else high_bytes
+        self.bytes = 0
+        """What the items waiting weigh, in bytes, as their pushers said (:meth:`push`, :meth:`weigh`)."""
         self._waiters: set[Callable[[], None]] | None = None
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
+        """Append ``item``, which weighs ``nbytes`` bytes (0: only its count matters), and wake the receiver."""
         self.queue.append(item)
+        if nbytes:
+            self.bytes += nbytes
         listener = self._listener
         if listener is not None:
             listener()
@@ -46,9 +53,13 @@ class Mailbox:
         if self.queue:
             listener()
 
+    def weigh(self, nbytes: int) -> None:
+        """Count ``nbytes`` more bytes waiting (fewer, negative: the receiver took an item that weighed them)."""
+        self.bytes += nbytes
+
     def full(self) -> bool:
         """True when the mailbox holds its bound: producers should wait."""
-        return self.high is not None and len(self.queue) >= self.high
+        return (self.high is not None and len(self.queue) >= self.high) or self.bytes >= self.high_bytes
 
     def wait(self, wake: Callable[[], None]) -> None:
         """Call ``wake()`` once there is room again (the producer's activation)."""
@@ -59,7 +70,7 @@ class Mailbox:
     def room(self) -> None:
         """The receiver took items: wake the producers waiting, if the queue is down to half its bound."""
         waiters = self._waiters
-        if waiters and (self.high is None or len(self.queue) <= self.high // 2):
+        if waiters and (self.high is None or len(self.queue) <= self.high // 2) and self.bytes <= self.high_bytes / 2:
             self._waiters = None
             for wake in waiters:
                 wake()
@@ -84,7 +95,7 @@ class Unfed(Mailbox):
 
     __slots__ = ()
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
         raise RuntimeError("this input is fed by its producer's pushes, not through a mailbox")
 
     def listen(self, listener: Callable[[], None]) -> None:
@@ -124,7 +135,7 @@ class LocalFabric:
         """One more than the highest dataflow a worker of this process numbered."""
 
     def _new_mailbox(self) -> Mailbox:
-        return Mailbox(self.pressure.mailbox_high)
+        return Mailbox(self.pressure.mailbox_high, self.pressure.mailbox_high_bytes)
 
     # -- dataflows ------------------------------------------------------------------
 

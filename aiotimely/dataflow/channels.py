@@ -19,7 +19,7 @@ from ..comm.routing import route
 from ..errors import ProgressError
 from ..progress import Product, ProgressBatch, Source, Target, TimestampType
 from ..worker.logging import ChannelsEvent, MessagesEvent
-from .containers import copy_batch, is_container, partition
+from .containers import copy_batch, is_container, nbytes, partition
 from .stream import Pusher
 
 if TYPE_CHECKING:
@@ -70,6 +70,9 @@ class DataCodec:
             records = list(records)
         return self._ttype.decode(time), records
 
+    def weight(self, item: tuple[Any, Any]) -> int:
+        return nbytes(item[1])
+
 
 class ProgressCodec:
     """A scope's progress channel: :class:`~aiotimely.progress.ProgressBatch` es in their compact form; a batch
@@ -92,6 +95,9 @@ class ProgressCodec:
         if batch.path != self._path:
             raise ProgressError(f"a progress batch of scope {batch.path} on the channel of scope {self._path}")
         return batch
+
+    def weight(self, batch: ProgressBatch) -> int:
+        return 0
 
 
 def endpoints(pushers: list[Pusher]) -> list[Endpoint]:
@@ -130,7 +136,10 @@ class MailboxPusher:
         self._channel = channel
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
-        self._box.push((time, batch))
+        if type(batch) is list:
+            self._box.push((time, batch))
+        else:
+            self._box.push((time, batch), nbytes(batch))
         log = self._worker.logging
         if log is not None:
             index = self._worker.index
@@ -226,8 +235,11 @@ class ExchangePusher:
 
     def _push_parts(self, time: Any, parts: list[Any]) -> None:
         for box, part in zip(self._boxes, parts, strict=True):
-            if len(part):
-                box.push((time, part))
+            if type(part) is list:
+                if part:
+                    box.push((time, part))
+            elif len(part):
+                box.push((time, part), nbytes(part))
         log = self._worker.logging
         if log is not None:
             index, channel = self._worker.index, self._channel
@@ -258,8 +270,13 @@ class BroadcastPusher:
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         last = len(self._boxes) - 1
+        weight = 0 if type(batch) is list else nbytes(batch)
         for i, box in enumerate(self._boxes):
-            box.push((time, batch if i == last else copy_batch(batch)))
+            item = (time, batch if i == last else copy_batch(batch))
+            if weight:
+                box.push(item, weight)
+            else:
+                box.push(item)
         log = self._worker.logging
         if log is not None:
             index, channel, length = self._worker.index, self._channel, len(batch)
@@ -285,7 +302,8 @@ def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = N
     if log is not None and source is not None and target is not None:
         log.log(ChannelsEvent(channel, scope.path, (source.node, source.port), (target.node, target.port)))
     if (exchange is None and not broadcast) or worker.peers == 1:
-        mailbox = Mailbox(worker.fabric.pressure.mailbox_high)
+        pressure = worker.fabric.pressure
+        mailbox = Mailbox(pressure.mailbox_high, pressure.mailbox_high_bytes)
         return MailboxPusher(mailbox, worker, channel), mailbox, channel
     fabric = worker.fabric
     fabric.register(channel, DataCodec(scope.ttype, fabric.codec))

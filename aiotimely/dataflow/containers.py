@@ -6,7 +6,8 @@ an object of a class registered with :func:`register_container` that follows
 :class:`Container`. Sessions send one whole (``session.give_container(c)``), ports count
 its length, channels hand it on, copy it for a second consumer, split it by route for
 an exchange and in halves for a frame, and encode it for the wire as a registered
-type; an operator's input hands it to the logic as it came. Operators that work a
+type; mailboxes weigh it by its ``nbytes`` (their bound in bytes holds producers back);
+an operator's input hands it to the logic as it came. Operators that work a
 record at a time (``map``, ``filter``, ...) iterate it and send lists. This is the
 seam columnar batches (Arrow, Polars) plug into.
 """
@@ -17,7 +18,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar, runtime
 
 from ..comm.codec import register_type
 
-__all__ = ["Container", "register_container", "is_container", "copy_batch", "partition"]
+__all__ = ["Container", "register_container", "is_container", "copy_batch", "partition", "nbytes"]
 
 C = TypeVar("C", bound="Container")
 
@@ -46,14 +47,21 @@ class Container(Protocol):
         """Its records in ``parts`` containers: record ``i`` in part ``routes[i]`` (an exchange's split)."""
         ...
 
+    @property
+    def nbytes(self) -> int:
+        """About how many bytes it holds: what it weighs in a mailbox, whose bound in bytes holds its producers
+        back (see :mod:`aiotimely.comm.backpressure`). A class without it weighs nothing: only batches count."""
+        ...
 
-_containers: set[type] = set()
+
+_containers: dict[type, bool] = {}
+"""The registered container classes, and whether each says its size (``nbytes``)."""
 
 
 def register_container(cls: type[C], to_data: Callable[[C], Any], from_data: Callable[[Any], C]) -> type[C]:
     """Let batches of class ``cls`` travel as containers: through channels here, and across processes as
     ``to_data(batch)`` (msgpack-able data), rebuilt by ``from_data`` (register in every process, at import)."""
-    _containers.add(cls)
+    _containers[cls] = hasattr(cls, "nbytes")
     register_type(cls, to_data, from_data)
     return cls
 
@@ -61,6 +69,14 @@ def register_container(cls: type[C], to_data: Callable[[C], Any], from_data: Cal
 def is_container(batch: object) -> bool:
     """Whether ``batch`` is a registered container (not a list)."""
     return type(batch) in _containers
+
+
+def nbytes(batch: Any) -> int:
+    """What ``batch`` weighs in a mailbox: a container's ``nbytes``, 0 for a list (only its count matters) and
+    for a container class without one."""
+    if type(batch) is list or not _containers.get(type(batch)):
+        return 0
+    return int(batch.nbytes)
 
 
 def copy_batch(batch: Any) -> Any:

@@ -230,7 +230,7 @@ class OperatorRuntime:
         count at the logic's last look, something arrived that the logic has not seen."""
         count = -self.seen_in_refresh
         for port in self.inputs:
-            count += port.taken + len(port._queue) + port.changes
+            count += port.taken + port.pending() + port.changes
         return count
 
     def _accept_frontiers(self) -> int:
@@ -368,11 +368,10 @@ class OperatorRuntime:
         the operator's last activation)."""
         inputs = []
         for port in self.inputs:
-            queue = port._queue
             channel = self.channels[port.port] if port.port < len(self.channels) else None
-            inputs.append(InputStatistics(port.port, channel, port.records, port.taken, len(queue),
-                                          sum(len(batch) for _, batch in queue),
-                                          tuple(self.current_frontier(port.port).elements)))
+            batches, records, nbytes = port.queued()
+            inputs.append(InputStatistics(port.port, channel, port.records, port.taken, batches, records,
+                                          tuple(self.current_frontier(port.port).elements), nbytes))
         stages = self.chain.stages if self.chain is not None else []
         failures = [stage.failures for stage in stages if stage.failures is not None]
         return OperatorStatistics(self.scope.dataflow.name, ".".join(map(str, self.path)), self.path, self.name,

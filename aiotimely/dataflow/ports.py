@@ -20,6 +20,7 @@ from ..errors import CapabilityError
 from ..progress import Antichain, ChangeBatch, MutableAntichain
 from .capability import Capability, CapabilityRef
 from .channels import push_to_all
+from .containers import nbytes
 from .stream import Pusher
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class InputPort:
         queue, consumed, op = self._queue, self._consumed, self._op
         while queue:
             time, batch = queue.popleft()
+            if type(batch) is not list:
+                self._mailbox.weigh(-nbytes(batch))
             n = len(batch)
             consumed.update(time, n)
             self.taken += 1
@@ -177,6 +180,15 @@ class InputPort:
     def pending(self) -> int:
         """How many batches wait to be taken."""
         return len(self._queue)
+
+    def queued(self) -> tuple[int, int, int]:
+        """What waits to be taken: batches, records, and what the containers among them weigh in bytes."""
+        queue = self._queue
+        return len(queue), sum(len(batch) for _, batch in queue), self._mailbox.bytes
+
+    def queued_times(self) -> list[Any]:
+        """The time of each batch waiting to be taken, oldest first."""
+        return [time for time, _ in self._queue]
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a helper task of the operator, owned by its worker (see

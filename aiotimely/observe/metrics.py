@@ -18,6 +18,7 @@ also have ``dataflow``, its name, ``operator_id``, its path such as ``"0.3"``, a
   raised on, under ``errors="skip"`` and ``"dead_letter"``), ``aiotimely_operator_capabilities`` (held now),
   ``aiotimely_operator_holds_back``
 - ``aiotimely_input_records_total``, ``aiotimely_input_queued_batches``, ``aiotimely_input_queued_records``,
+  ``aiotimely_input_queued_bytes`` (what the containers waiting weigh),
   ``aiotimely_input_frontier`` and ``aiotimely_input_frontier_lag`` (numeric times only, see :func:`frontier_lags`)
 - ``aiotimely_dataflow_frontier`` (numeric times only)
 - ``aiotimely_connection_bytes_sent_total``, ``..._bytes_received_total``, ``..._frames_sent_total``,
@@ -124,6 +125,8 @@ class _Families:
         self.input_records = counter("aiotimely_input_records", "Records taken from the input.", labels=inp)
         self.queued_batches = gauge("aiotimely_input_queued_batches", "Batches waiting at the input.", labels=inp)
         self.queued_records = gauge("aiotimely_input_queued_records", "Records waiting at the input.", labels=inp)
+        self.queued_bytes = gauge("aiotimely_input_queued_bytes", "Bytes of containers waiting at the input.",
+                                  labels=inp)
         self.frontier = gauge("aiotimely_input_frontier",
                               "The least time that may still arrive at the input (numeric times).", labels=inp)
         self.lag = gauge("aiotimely_input_frontier_lag",
@@ -186,6 +189,7 @@ def _operator_gauges(families: _Families, view: OperatorView, labels: list[str],
         port = labels + [str(i.port), ".".join(map(str, channel)) if channel is not None else ""]
         families.queued_batches.add_metric(port, i.queued_batches)
         families.queued_records.add_metric(port, i.queued_records)
+        families.queued_bytes.add_metric(port, i.queued_bytes)
         if i.frontier and all(_numeric(t) for t in i.frontier):
             families.frontier.add_metric(port, min(i.frontier))
         lag = lags.get((view.id, i.port))

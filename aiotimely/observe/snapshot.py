@@ -40,9 +40,9 @@ def node_id(path: tuple[int, ...]) -> str:
 
 @dataclass(slots=True)
 class InputView:
-    """One operator input: its frontier (the times that may still arrive), what waits in its queue, how it is
-    fed (``pact``: ``"pipeline"``, ``"exchange"`` or ``"broadcast"``), and the batches (``taken``) and records
-    taken so far."""
+    """One operator input: its frontier (the times that may still arrive), what waits in its queue
+    (``queued_bytes``: what the containers waiting weigh), how it is fed (``pact``: ``"pipeline"``,
+    ``"exchange"`` or ``"broadcast"``), and the batches (``taken``) and records taken so far."""
 
     port: int
     frontier: list[Any]
@@ -52,6 +52,7 @@ class InputView:
     pact: str
     taken: int
     records: int = 0
+    queued_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -254,7 +255,7 @@ def _child_id(scope: Scope[Any], node: int) -> str:
 def _pointstamps(op: OperatorRuntime) -> list[Any]:
     times = [t for _, t in op.books.held()]
     for port in op.inputs:
-        times.extend(t for t, _ in port._queue)
+        times.extend(port.queued_times())
     return times
 
 
@@ -266,13 +267,11 @@ def _lower_envelope(scope: Scope[Any], ops: list[OperatorRuntime]) -> Antichain[
 def _operator(op: OperatorRuntime, sid: str, minimal: Antichain[Any]) -> OperatorView:
     inputs = []
     for port in op.inputs:
-        queue = list(port._queue)
+        batches, records, nbytes = port.queued()
         frontier = op.current_frontier(port.port)
-        inputs.append(InputView(
-            port.port, sorted(frontier.elements, key=repr), len(queue), sum(len(batch) for _, batch in queue),
-            sorted({t for t, _ in queue}, key=repr), op.pacts[port.port] if port.port < len(op.pacts) else "pipeline",
-            port.taken, port.records,
-        ))
+        pact = op.pacts[port.port] if port.port < len(op.pacts) else "pipeline"
+        inputs.append(InputView(port.port, sorted(frontier.elements, key=repr), batches, records,
+                                sorted(set(port.queued_times()), key=repr), pact, port.taken, port.records, nbytes))
     outputs = [OutputView(o, sorted({t for out, t in op.books.held() if out == o}, key=repr),
                           op.outputs[o].records) for o in range(len(op.outputs))]
     holds_back = not op.done and any(t in minimal.elements for t in _pointstamps(op))

@@ -105,7 +105,9 @@ class _SendEnd(Mailbox):
         self._box = box
         self._key = key
 
-    def push(self, item: Any) -> None:
+    def push(self, item: Any, nbytes: int = 0) -> None:
+        if nbytes:  # (in flight, it weighs on the receiving mailbox already)
+            self._box.weigh(nbytes)
         sender, receiver, channel = self._key
         self._fabric._send(sender, receiver, channel, "data", item, self._box)
 

@@ -17,8 +17,9 @@ __all__ = ["InputStatistics", "OperatorStatistics", "Counted", "WorkerStatistics
 @dataclass(frozen=True, slots=True)
 class InputStatistics:
     """One input of an operator: the channel that feeds it (``(dataflow, number)``), the records and batches
-    taken from it so far, what waits in its queue now, and its frontier now (the times that may still arrive;
-    empty once the input is complete)."""
+    taken from it so far, what waits in its queue now (``queued_bytes``: what the containers waiting weigh, see
+    :mod:`aiotimely.comm.backpressure`), and its frontier now (the times that may still arrive; empty once the
+    input is complete)."""
 
     port: int
     channel: tuple[int, int] | None
@@ -27,6 +28,7 @@ class InputStatistics:
     queued_batches: int
     queued_records: int
     frontier: tuple[Any, ...]
+    queued_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

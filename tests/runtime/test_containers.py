@@ -5,13 +5,16 @@ iterate it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any, Iterator, Sequence
 
 import pytest
 
 import aiotimely as at
+from aiotimely.comm.backpressure import MAILBOX_HIGH_BYTES
 from aiotimely.comm.codec import RecordCodec
+from aiotimely.comm.local import Mailbox
 from aiotimely.dataflow.channels import DataCodec
 from aiotimely.dataflow.containers import Container, is_container, register_container
 from aiotimely.progress import timestamp_type
@@ -41,11 +44,15 @@ class Columns:
         return Columns(list(self.keys), list(self.values))
 
     def partition(self, routes: Sequence[int], parts: int) -> list[Container]:
-        split = [Columns([], []) for _ in range(parts)]
+        split = [type(self)([], []) for _ in range(parts)]
         for to, k, v in zip(routes, self.keys, self.values, strict=True):
             split[to].keys.append(k)
             split[to].values.append(v)
         return list(split)
+
+    @property
+    def nbytes(self) -> int:
+        return 16 * len(self.keys)
 
 
 register_container(Columns, lambda c: (c.keys, c.values), lambda data: Columns(list(data[0]), list(data[1])))
@@ -139,3 +146,82 @@ def test_a_container_crosses_processes_as_itself():
     assert {kind for _, (kind, _, _) in got} == {"Columns"}
     assert sorted(r for _, (_, _, r) in got) == sorted(ROWS)
     assert all(at.route(r[0], 4) == w for _, (_, w, r) in got)
+
+
+class Heavy(Columns):
+    """Columns that say they weigh 8 MiB a batch (what an Arrow batch of a few hundred thousand rows would)."""
+
+    __slots__ = ()
+
+    @property
+    def nbytes(self) -> int:
+        return 8 << 20
+
+
+register_container(Heavy, lambda c: (c.keys, c.values), lambda data: Heavy(list(data[0]), list(data[1])))
+
+
+def test_a_mailbox_is_full_at_its_bound_in_bytes_and_wakes_its_producers_at_half():
+    box = Mailbox(high=64, high_bytes=100)
+    woken: list[str] = []
+    box.push((0, "a"), 60)
+    assert not box.full()
+    box.push((0, "b"), 60)
+    assert box.full() and box.bytes == 120          # two items of 64 allowed, but 120 bytes of 100
+    box.wait(lambda: woken.append("producer"))
+    box.weigh(-60)                                   # the receiver took one: 60 bytes left, over half the bound
+    box.room()
+    assert woken == [] and not box.full()
+    box.weigh(-60)
+    box.room()
+    assert woken == ["producer"] and box.bytes == 0
+
+
+@pytest.mark.asyncio
+async def test_heavy_containers_hold_their_producer_back_by_bytes_not_by_count():
+    """A producer sends one 8 MiB container per tick into a consumer that takes nothing until released: the
+    consumer's mailbox is full at 32 MiB (4 batches, far under the 64-batch bound), the producer is no longer run
+    (its ticks wait at its own input), and once the consumer takes them everything arrives."""
+    released, gate_wake = [False], []
+
+    def build(scope: at.Scope) -> tuple[at.InputHandle[int], at.ProbeHandle]:
+        inp: at.InputHandle[int] = at.InputHandle()
+
+        @inp.to_stream(scope).unary(name="Produce")
+        async def produce(input: Any, output: Any, cap: Any) -> None:
+            cap.drop()
+            async for _ in input.activations():
+                for time, batch in input.drain():
+                    for r in batch:
+                        output.session(time).give_container(Heavy([r], [r]))
+
+        @produce.unary(name="Gate")
+        async def gate(input: Any, output: Any, cap: Any) -> None:
+            cap.drop()
+            gate_wake.append(output.activator())
+            async for _ in input.activations():
+                if released[0]:
+                    for time, batch in input.drain():
+                        output.session(time).give_many(batch)
+
+        return inp, gate.probe()
+
+    async with at.Worker() as worker:
+        inp, probe = worker.dataflow(build, name="heavy")
+        for tick in range(20):
+            inp.send(tick)
+            inp.advance_to(tick + 1)
+            for _ in range(3):
+                await worker.step()
+        stats = worker.statistics()
+        held = stats.operator("Gate").inputs[0]
+        waiting = stats.operator("Produce").inputs[0]
+        assert held.queued_bytes == held.queued_batches * (8 << 20)
+        assert MAILBOX_HIGH_BYTES <= held.queued_bytes <= MAILBOX_HIGH_BYTES + (8 << 20)   # + one activation's
+        assert waiting.queued_records == 20 - held.queued_batches                          # held back upstream
+        released[0] = True
+        gate_wake[0].activate()
+        inp.close()
+        await asyncio.wait_for(worker.step_while(lambda: not probe.done()), 30)
+        held = worker.statistics().operator("Gate").inputs[0]
+        assert held.queued_bytes == 0 and held.records == 20
