@@ -101,9 +101,19 @@ def _moved(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _attribute(name: str) -> object:
+    """``aiotimely.from_arrow`` (imported on first use: it imports Polars), or a moved name."""
+    if name == "from_arrow":
+        from .columnar import from_arrow
+
+        return from_arrow
+    return _moved(name)
+
+
 if not _typing.TYPE_CHECKING:  # type checkers see the moved names below, and no catch-all attribute
-    __getattr__ = _moved
+    __getattr__ = _attribute
 else:
+    from .columnar import from_arrow as from_arrow
     from .lowlevel import CapabilityEvent as CapabilityEvent
     from .lowlevel import ChannelsEvent as ChannelsEvent
     from .lowlevel import InputPort as InputPort

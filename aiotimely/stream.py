@@ -25,6 +25,7 @@ from .progress import FrontierInterest
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
+    from .columnar import ColumnarStream
     from .dataflow import Captured, LoopHandle, ProbeHandle, Scope
 else:
     from typing import TypeVar
@@ -386,6 +387,15 @@ class Stream(StreamCore, Generic[T]):
              *, exchange: Any = None, name: str | None = None, interest: Interest = ALWAYS) -> Any:
         """An operator with no output: ``async def logic(input)``."""
         return generic.sink(self, logic, exchange=exchange, name=name, interest=interest)
+
+    # -- columns -------------------------------------------------------------------------
+
+    def columnar(self, schema: Any, *, name: str = "Columnar") -> ColumnarStream:
+        """The records (tuples in ``schema``'s column order, or dicts by column name) as a columnar stream of Arrow
+        batches, one per batch, with Polars operators (docs/columnar.md; needs the ``columnar`` extra)."""
+        from .columnar import columnar
+
+        return columnar(self, schema, name=name)
 
 
 def concatenate(scope: Scope[Stream[Any]], streams: Sequence[Stream[T]]) -> Stream[T]:

@@ -215,7 +215,16 @@ class ExchangePusher:
         self._push_parts(time, parts)
 
     def _split_container(self, time: Any, batch: Any) -> list[Any]:
-        """A container's records split by route (the container splits itself)."""
+        """A container's records split by route (the container splits itself); a key with a ``routes`` method
+        (see :class:`~.containers.BulkKey`) gives the routes of the whole batch in one call."""
+        bulk = getattr(self._key, "routes", None)
+        if bulk is not None:
+            try:
+                return batch.partition(bulk(batch, self._peers), self._peers)  # type: ignore[no-any-return]
+            except Exception as exc:
+                if self._blame is None:
+                    raise
+                raise self._blame(exc, f"the exchange key of a batch of {len(batch)} records", time) from exc
         key, remembered = self._key, self._routes.get
         record: Any = None
 

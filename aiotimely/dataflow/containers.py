@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar, runtime
 
 from ..comm.codec import register_type
 
-__all__ = ["Container", "register_container", "is_container", "copy_batch", "partition", "nbytes"]
+__all__ = ["Container", "BulkKey", "register_container", "is_container", "copy_batch", "partition", "nbytes"]
 
 C = TypeVar("C", bound="Container")
 
@@ -51,6 +51,19 @@ class Container(Protocol):
     def nbytes(self) -> int:
         """About how many bytes it holds: what it weighs in a mailbox, whose bound in bytes holds its producers
         back (see :mod:`aiotimely.comm.backpressure`). A class without it weighs nothing: only batches count."""
+        ...
+
+
+class BulkKey(Protocol):
+    """An exchange key that routes a whole container in one call (a hash of key columns, say), besides each
+    record on its own (for list batches): ``exchange=key`` takes one."""
+
+    def __call__(self, record: Any) -> Any:
+        """The key of one record (routed as :func:`aiotimely.route` routes it)."""
+        ...
+
+    def routes(self, batch: Container, peers: int) -> Sequence[int]:
+        """The worker of each record of ``batch``, in ``range(peers)``: the same in every process."""
         ...
 
 

@@ -1,0 +1,187 @@
+"""Columnar streams, as users chain them: ``stream.columnar(schema).filter(pl.col("x") > 0).select("k", "x")``.
+
+A :class:`ColumnarStream` holds a record-path stream whose batches are
+:class:`~.batch.ArrowBatch` es, and its schema. Each operator runs once per batch, on the
+whole batch, with Polars expressions: no Python runs per row. The operators are
+stateless batch operators of the dataflow layer (one input, one output, the batch's time
+kept), so consecutive ones fuse into one chain, as ``map`` and ``filter`` do; a batch
+left empty is not sent on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import polars as pl
+
+from ..dataflow.builder import check_function
+from ..dataflow.capture import Captured, capture
+from ..dataflow.input import ProbeHandle, probe_with
+from ..dataflow.operators.maplike import batch_operator
+from ..dataflow.operators.routing import broadcast
+from ..errors import GraphError
+from .batch import ArrowBatch, as_arrow
+from .exchange import KeyColumns
+from .schema import as_schema
+
+if TYPE_CHECKING:
+    from ..dataflow import Scope
+    from ..stream import Stream
+
+__all__ = ["ColumnarStream", "IntoExpr", "frame_of", "where"]
+
+IntoExpr = Any
+"""What Polars takes as an expression: a ``pl.Expr``, a column's name, or a literal."""
+
+
+class ColumnarStream:
+    """A stream whose batches are Arrow record batches (:class:`~.batch.ArrowBatch`), with Polars operators.
+
+    ``stream`` is the underlying stream (a :class:`~aiotimely.Stream` of ``ArrowBatch`` batches; iterated, a
+    batch gives rows as tuples); ``schema`` the columns' names and Polars types, when known (``None`` after a
+    :meth:`map_batches` that declares none). With a schema, each operator checks its expressions as the dataflow
+    is built: a missing column or a type error is a :class:`~aiotimely.GraphError` naming the operator."""
+
+    __slots__ = ("stream", "schema")
+
+    def __init__(self, stream: Stream[Any], schema: pl.Schema | None) -> None:
+        self.stream = stream
+        self.schema = schema
+
+    @property
+    def scope(self) -> Scope[Stream[Any]]:
+        """The scope the stream is in."""
+        return self.stream.scope
+
+    # -- once per batch, with Polars expressions ---------------------------------------
+
+    def select(self, *exprs: IntoExpr, name: str = "Select", **named: IntoExpr) -> ColumnarStream:
+        """Each batch as ``frame.select(*exprs, **named)``: the columns the expressions give (``name`` is the
+        operator's: a column called "name" is made with ``.alias("name")``)."""
+        return self._per_batch(name, lambda frame: frame.select(*exprs, **named),
+                               self._planned(name, lambda lazy: lazy.select(*exprs, **named)))
+
+    def with_columns(self, *exprs: IntoExpr, name: str = "WithColumns", **named: IntoExpr) -> ColumnarStream:
+        """Each batch as ``frame.with_columns(*exprs, **named)``: its columns, with those added or replaced (a
+        column called "name" with ``.alias("name")``, as for :meth:`select`)."""
+        return self._per_batch(name, lambda frame: frame.with_columns(*exprs, **named),
+                               self._planned(name, lambda lazy: lazy.with_columns(*exprs, **named)))
+
+    def filter(self, *predicates: IntoExpr, name: str = "Filter") -> ColumnarStream:
+        """Only the rows for which every predicate (a boolean expression) is true."""
+        return self._per_batch(name, lambda frame: frame.filter(*predicates),
+                               self._planned(name, lambda lazy: lazy.filter(*predicates)), passes=True)
+
+    def explode(self, columns: str | Iterable[str], *more: str, name: str = "Explode") -> ColumnarStream:
+        """A row for each element of the list ``columns`` of each row (as ``DataFrame.explode``: the other
+        columns repeated; empty and null lists as that Polars version does)."""
+        return self._per_batch(name, lambda frame: frame.explode(columns, *more),
+                               self._planned(name, lambda lazy: lazy.explode(columns, *more)))
+
+    def map_batches(self, fn: Callable[[pl.DataFrame], pl.DataFrame | pl.LazyFrame], *,
+                    schema: Any = None, name: str = "MapBatches") -> ColumnarStream:
+        """Each batch as ``fn(frame)``: any work on the whole frame (its own copy), a ``DataFrame`` (or a
+        ``LazyFrame``, collected) back. ``schema``: the columns it returns (each batch is checked against it);
+        without, the schema is unknown downstream."""
+        check_function(fn, self.scope, name, "the function", "map_batches(lambda df: df.head(10))")
+        declared = None if schema is None else as_schema(schema)
+
+        def work(frame: pl.DataFrame) -> pl.DataFrame:
+            out = fn(frame.clone())
+            if isinstance(out, pl.LazyFrame):
+                out = out.collect()
+            if not isinstance(out, pl.DataFrame):
+                raise TypeError(f"the function returned a {type(out).__name__}, not a polars DataFrame")
+            if declared is not None and out.schema != declared:
+                raise TypeError(f"the function returned columns {dict(out.schema)}, not the declared "
+                                f"{dict(declared)}")
+            return out
+
+        return self._per_batch(name, work, declared)
+
+    # -- routing -----------------------------------------------------------------------
+
+    def exchange(self, *keys: str, name: str = "Exchange") -> ColumnarStream:
+        """Send each row to the worker a hash of its ``keys`` columns picks (computed for a whole batch at once):
+        rows with equal keys meet on one worker, in every process (see :mod:`.exchange` for the hash)."""
+        if not keys:
+            raise GraphError(f"{where(self.scope, name)}: give the key columns, e.g. exchange(\"user\")")
+        self._planned(name, lambda lazy: lazy.select(keys))
+        return ColumnarStream(batch_operator(self.stream, name, _same, exchange=KeyColumns(keys, name), passes=True),
+                              self.schema)
+
+    def broadcast(self) -> ColumnarStream:
+        """Send every batch to every worker (the same immutable batch, not a copy, to those on this one)."""
+        return ColumnarStream(broadcast(self.stream), self.schema)
+
+    # -- leaving columns, watching -------------------------------------------------------
+
+    def records(self, *, named: bool = False, name: str = "Records") -> Stream[Any]:
+        """The rows as records: tuples in column order (what iterating a batch gives, and what
+        :meth:`aiotimely.Stream.columnar` takes back), or dicts by column name with ``named=True``."""
+        def transform(_time: Any, batch: Any) -> list[Any]:
+            frame = frame_of(batch, name)
+            return frame.rows(named=True) if named else frame.rows()
+
+        stream: Stream[Any] = batch_operator(self.stream, name, transform)
+        return stream
+
+    def inspect_batch(self, fn: Callable[[Any, pl.DataFrame], object]) -> ColumnarStream:
+        """Call ``fn(time, frame)`` on each batch, passing the batches on unchanged."""
+        check_function(fn, self.scope, "InspectBatch", "the function", "inspect_batch(lambda t, df: print(t, df))")
+
+        def transform(time: Any, batch: Any) -> Any:
+            fn(time, frame_of(batch, "InspectBatch").clone())
+            return batch
+
+        return ColumnarStream(batch_operator(self.stream, "InspectBatch", transform, passes=True), self.schema)
+
+    def probe(self) -> ProbeHandle:
+        """A new :class:`~aiotimely.ProbeHandle` watching this stream's frontier."""
+        handle = ProbeHandle()
+        probe_with(self.stream, handle)
+        return handle
+
+    def capture(self) -> Captured:
+        """Record this stream's batches and frontier changes (on this worker), as ``Stream.capture`` does."""
+        return capture(self.stream)
+
+    def __repr__(self) -> str:
+        columns = "unknown" if self.schema is None else ", ".join(f"{n}: {t}" for n, t in self.schema.items())
+        return f"ColumnarStream({columns}; {self.stream!r})"
+
+    # -- how the operators are built -----------------------------------------------------
+
+    def _per_batch(self, name: str, work: Callable[[pl.DataFrame], pl.DataFrame], schema: pl.Schema | None,
+                   *, passes: bool = False) -> ColumnarStream:
+        """A new operator ``name`` sending ``work(frame)`` of each batch on, unless it has no rows."""
+
+        def transform(_time: Any, batch: Any) -> Any:  # (an ArrowBatch, or None)
+            frame = work(frame_of(batch, name))
+            return ArrowBatch(frame) if frame.height else None
+
+        return ColumnarStream(batch_operator(self.stream, name, transform, passes=passes), schema)
+
+    def _planned(self, name: str, plan: Callable[[pl.LazyFrame], pl.LazyFrame]) -> pl.Schema | None:
+        """The schema an operator ``name`` gives, found by planning it on no rows (its expressions checked as the
+        dataflow is built), or ``None`` if this stream's schema is unknown."""
+        if self.schema is None:
+            return None
+        try:
+            return plan(pl.LazyFrame(schema=self.schema)).collect_schema()
+        except Exception as exc:
+            raise GraphError(f"{where(self.scope, name)}: {type(exc).__name__}: {exc}") from exc
+
+
+def frame_of(batch: Any, operator: str) -> pl.DataFrame:
+    """The Polars frame of a columnar stream's ``batch`` (to read only)."""
+    return as_arrow(batch, operator).frame
+
+
+def where(scope: Scope[Any], name: str) -> str:
+    """Where a new operator ``name`` is, in words, as errors say it as the dataflow is built."""
+    return f"operator {name!r} in {scope.describe()} on worker {scope.worker.index}"
+
+
+def _same(_time: Any, batch: Any) -> Any:
+    return batch
