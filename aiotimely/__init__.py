@@ -25,7 +25,7 @@ from .dataflow import Messages as Messages
 from .dataflow import Notificator as Notificator
 from .dataflow import ProbeHandle as ProbeHandle
 from .dataflow import Progress as Progress
-from .dataflow import Scope as Scope
+from .scope import Scope as Scope
 from .dataflow import SourceStopped as SourceStopped
 from .dataflow import UnorderedHandle as UnorderedHandle
 from .dataflow import UnorderedSession as UnorderedSession
@@ -91,23 +91,19 @@ _MOVED = frozenset({
 here, deprecated."""
 
 
-def _moved(name: str) -> object:
-    """``aiotimely.<name>`` for a name that moved to :mod:`aiotimely.lowlevel`: the same object, with a
-    ``DeprecationWarning`` naming its new place (for the caller's line)."""
+def _attribute(name: str) -> object:
+    """``aiotimely.from_arrow`` (imported on first use: it imports Polars), or, for a name that moved to
+    :mod:`aiotimely.lowlevel`, the same object with a ``DeprecationWarning`` naming its new place (for the
+    caller's line)."""
+    if name == "from_arrow":
+        from .columnar import from_arrow
+
+        return from_arrow
     if name in _MOVED:
         _warnings.warn(f"aiotimely.{name} is deprecated: use aiotimely.lowlevel.{name}", DeprecationWarning,
                        stacklevel=2)
         return getattr(lowlevel, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _attribute(name: str) -> object:
-    """``aiotimely.from_arrow`` (imported on first use: it imports Polars), or a moved name."""
-    if name == "from_arrow":
-        from .columnar import from_arrow
-
-        return from_arrow
-    return _moved(name)
 
 
 if not _typing.TYPE_CHECKING:  # type checkers see the moved names below, and no catch-all attribute

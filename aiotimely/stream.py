@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
     from .columnar import ColumnarStream
-    from .dataflow import Captured, LoopHandle, ProbeHandle, Scope
+    from .dataflow import Captured, LoopHandle, ProbeHandle
+    from .scope import Scope
 else:
     from typing import TypeVar
 
@@ -55,6 +56,10 @@ class Stream(StreamCore, Generic[T]):
     library. ``map(f)`` of a ``Stream[int]`` is a ``Stream`` of what ``f`` returns, to a type checker."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:
+        scope: Scope[Stream[Any]]
+        """The scope the stream is in (one of :class:`aiotimely.Scope`'s, when built through a worker)."""
 
     # -- record at a time --------------------------------------------------------------
 

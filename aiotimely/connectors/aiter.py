@@ -32,7 +32,8 @@ from . import sources
 from .aiter_source import AiterSource
 
 if TYPE_CHECKING:
-    from ..dataflow import Capability, InputPort, OperatorOutput, Scope
+    from ..dataflow import Capability, InputPort, OperatorOutput
+    from ..scope import Scope
     from ..stream import Stream
     from ..worker.clock import Clock
 

@@ -43,7 +43,8 @@ from .aiter import LATE_POLICIES
 from .kafka_source import KafkaClient, KafkaSource, record_times
 
 if TYPE_CHECKING:
-    from ..dataflow import Capability, InputPort, OperatorOutput, ProbeHandle, Scope
+    from ..dataflow import Capability, InputPort, OperatorOutput, ProbeHandle
+    from ..scope import Scope
     from ..stream import Stream
 
 __all__ = ["KafkaRecord", "source", "sink"]

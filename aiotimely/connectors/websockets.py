@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from websockets.asyncio.server import Server, ServerConnection
     from websockets.exceptions import ConnectionClosed as _ConnectionClosed
 
-    from ..dataflow import Capability, InputPort, OperatorOutput, Scope
+    from ..dataflow import Capability, InputPort, OperatorOutput
+
+    from ..scope import Scope
     from ..stream import Stream
 
     _Serve = Callable[[Callable[[ServerConnection], Awaitable[None]], str, int], Server]

@@ -26,7 +26,8 @@ from .ports import Session as Session
 from .ports import TimedOrder as TimedOrder
 from .ports import TimeOrder as TimeOrder
 from .scope import Dataflow as Dataflow
-from .scope import Scope as Scope
+from .scope import ScopeCore as ScopeCore
+from .scope import ScopeCore as Scope  # (the name it had; aiotimely.Scope adds the operator builders)
 from .stream import StreamCore as StreamCore
 from .unordered import ActivateCapability as ActivateCapability
 from .unordered import UnorderedHandle as UnorderedHandle
@@ -36,6 +37,7 @@ __all__ = [
     "ActivateCapability", "UnorderedHandle", "UnorderedSession", "operator",
     "Activator", "Capability", "CapabilityRef", "Captured", "Dataflow", "FrontierNotificator", "InputHandle",
     "InputPort", "LoopHandle", "Messages", "Notificator", "OperatorBuilder", "OperatorInput", "OperatorOutput",
-    "ProbeHandle", "Progress", "Scope", "Session", "SourceStopped", "StreamCore", "TimeOrder", "TimedOrder",
+    "ProbeHandle", "Progress", "Scope", "ScopeCore", "Session", "SourceStopped", "StreamCore", "TimeOrder",
+    "TimedOrder",
     "concatenate", "replay", "source", "to_stream",
 ]

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..errors import GraphError
 from ..progress import FrontierInterest, Source, Target
 from .capability import Capability
-from .channels import open_channel
-from ..comm.local import UNFED
+from .channels import Blame, BroadcastPusher, DataCodec, ExchangePusher, MailboxPusher, Pusher
+from ..comm.local import UNFED, Mailbox
+from ..worker.logging import ChannelsEvent
 from .failures import RecordFailures
 from .fusion import FusedChain, Stage, Transform, can_fuse, chain_end
 from .operator import Logic, OperatorRuntime
@@ -35,9 +36,10 @@ from .ports import InputPort, OutputPort
 from .stream import StreamCore
 
 if TYPE_CHECKING:
-    from .scope import Scope
+    from ..comm.fabric import Channel
+    from .scope import ScopeCore
 
-__all__ = ["OperatorBuilder", "check_function", "routed_by_key", "fused_stage"]
+__all__ = ["OperatorBuilder", "check_function", "routed_by_key", "fused_stage", "open_channel"]
 
 AWAIT_INSTEAD = ("await it in the logic of an operator of your own (stream.unary(logic): an async def logic may "
                  "await), or hand the records to it with aiotimely.connectors.to_async(stream, {fn}, per=\"record\"), "
@@ -63,7 +65,7 @@ def _name(fn: Any) -> str:
     return str(name) if name is not None else type(fn).__name__
 
 
-def check_function(fn: Any, scope: Scope[Any], operator: str, what: str, example: str, *,
+def check_function(fn: Any, scope: ScopeCore[Any], operator: str, what: str, example: str, *,
                    instead: str = AWAIT_INSTEAD, optional: bool = False) -> None:
     """Refuse, as the dataflow is built, a function an operator calls synchronously on records that would fail or
     do nothing on every record: ``fn`` not callable (``exchange(0)``, which one worker never calls), or an async
@@ -96,7 +98,7 @@ def routed_by_key(stream: StreamCore) -> bool:
 class OperatorBuilder:
     """An operator under construction in ``scope``: declare its ports, then build it once."""
 
-    def __init__(self, scope: Scope[Any], name: str) -> None:
+    def __init__(self, scope: ScopeCore[Any], name: str) -> None:
         scope._check_building()
         self.scope = scope
         self.op = OperatorRuntime(scope, name)
@@ -249,3 +251,29 @@ def _new_chain(stream: StreamCore, name: str, exchange: Callable[[Any], Any] | N
         assert op.progress is not None
         op.progress.transparent = True  # it never watches its frontier: progress may hop over it
     return chain
+
+
+def open_channel(scope: ScopeCore[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
+                 blame: Blame | None = None, source: Source | None = None,
+                 target: Target | None = None) -> tuple[Pusher, Mailbox, Channel]:
+    """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox, and the
+    channel's id (logged, with its ``source`` and ``target`` when given, as a :class:`ChannelsEvent`).
+
+    Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
+    worker that produced them.
+    """
+    worker = scope.worker
+    channel = scope.dataflow.allocate_channel()
+    log = worker.logging
+    if log is not None and source is not None and target is not None:
+        log.log(ChannelsEvent(channel, scope.path, (source.node, source.port), (target.node, target.port)))
+    if (exchange is None and not broadcast) or worker.peers == 1:
+        pressure = worker.fabric.pressure
+        mailbox = Mailbox(pressure.mailbox_high, pressure.mailbox_high_bytes)
+        return MailboxPusher(mailbox, worker, channel), mailbox, channel
+    fabric = worker.fabric
+    fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
+    boxes = fabric.mailboxes(channel, source=worker.index)
+    pusher: Pusher = (BroadcastPusher(boxes, worker, channel) if broadcast or exchange is None
+                      else ExchangePusher(exchange, boxes, worker, channel, blame))
+    return pusher, fabric.mailbox(channel, worker.index), channel

@@ -22,7 +22,7 @@ from .builder import OperatorBuilder
 from .stream import S, StreamCore
 
 if TYPE_CHECKING:
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["Progress", "Messages", "Event", "Captured", "capture", "capture_into", "replay"]
 
@@ -137,7 +137,7 @@ def _streams_of(events: Any) -> list[Captured]:
     return [Captured(events)]
 
 
-def replay(events: Any, scope: Scope[S], *, shared: bool = True) -> S:
+def replay(events: Any, scope: ScopeCore[S], *, shared: bool = True) -> S:
     """A stream replaying captured events: one capture, its event list, or a list of several.
 
     With ``shared`` (the default) every worker is given the same captures and

@@ -10,25 +10,32 @@ moves bytes and knows nothing of records or times.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..comm.codec import CodecError, RecordCodec, register_extension
 from ..comm.fabric import Endpoint
 from ..comm.local import Mailbox
 from ..comm.routing import route
 from ..errors import ProgressError
-from ..progress import Product, ProgressBatch, Source, Target, TimestampType
-from ..worker.logging import ChannelsEvent, MessagesEvent
+from ..progress import Product, ProgressBatch, TimestampType
+from ..worker.logging import MessagesEvent
 from .containers import copy_batch, is_container, nbytes, partition
-from .stream import Pusher
 
 if TYPE_CHECKING:
     from ..comm.fabric import Channel
     from ..worker import WorkerHandle
-    from .scope import Scope
 
-__all__ = ["push_to_all", "MailboxPusher", "ExchangePusher", "BroadcastPusher", "DataCodec", "ProgressCodec",
-           "open_channel"]
+__all__ = ["Pusher", "Tee", "push_to_all", "MailboxPusher", "ExchangePusher", "BroadcastPusher", "DataCodec",
+           "ProgressCodec"]
+
+Pusher = Callable[[Any, list[Any]], None]
+"""Takes a batch of records at a time: ``pusher(time, records)``."""
+
+
+class Tee(Protocol):
+    """Where a stream's batches come out: every pusher attached gets each batch."""
+
+    pushers: list[Pusher]
 
 PRODUCT_EXTENSION = 2
 """The value codec's extension code for :class:`~aiotimely.progress.Product`."""
@@ -294,29 +301,3 @@ class BroadcastPusher:
 
     def endpoints(self) -> list[Endpoint]:
         return self._boxes
-
-
-def open_channel(scope: Scope[Any], *, exchange: Callable[[Any], Any] | None = None, broadcast: bool = False,
-                 blame: Blame | None = None, source: Source | None = None,
-                 target: Target | None = None) -> tuple[Pusher, Mailbox, Channel]:
-    """A new channel of ``scope``'s dataflow: the pusher for the producing side, this worker's mailbox, and the
-    channel's id (logged, with its ``source`` and ``target`` when given, as a :class:`ChannelsEvent`).
-
-    Without ``exchange`` or ``broadcast`` (or with one worker), records stay on the
-    worker that produced them.
-    """
-    worker = scope.worker
-    channel = scope.dataflow.allocate_channel()
-    log = worker.logging
-    if log is not None and source is not None and target is not None:
-        log.log(ChannelsEvent(channel, scope.path, (source.node, source.port), (target.node, target.port)))
-    if (exchange is None and not broadcast) or worker.peers == 1:
-        pressure = worker.fabric.pressure
-        mailbox = Mailbox(pressure.mailbox_high, pressure.mailbox_high_bytes)
-        return MailboxPusher(mailbox, worker, channel), mailbox, channel
-    fabric = worker.fabric
-    fabric.register(channel, DataCodec(scope.ttype, fabric.codec))
-    boxes = fabric.mailboxes(channel, source=worker.index)
-    pusher: Pusher = (BroadcastPusher(boxes, worker, channel) if broadcast or exchange is None
-                      else ExchangePusher(exchange, boxes, worker, channel, blame))
-    return pusher, fabric.mailbox(channel, worker.index), channel

@@ -30,7 +30,7 @@ from .stream import S, Pusher
 
 if TYPE_CHECKING:
     from .ports import OutputPort
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["ErrorPolicy", "DeadLetter", "RecordFailures", "DeadLetterOutput", "DeadLetterStreams", "check_policy",
            "guard", "Apply"]
@@ -183,7 +183,7 @@ class DeadLetterStreams(Generic[S]):
         """Where the first of them is, in words (what a refusal names)."""
         self._taken = False
 
-    def add(self, scope: Scope[S], output: DeadLetterOutput, where: str) -> None:
+    def add(self, scope: ScopeCore[S], output: DeadLetterOutput, where: str) -> None:
         """The dead letters of a new operator (described by ``where``), as a stream of ``scope``."""
         if self._taken:
             raise GraphError(f"{where} sends the records that fail to dead letters, but {scope.describe()}'s dead "
@@ -193,7 +193,7 @@ class DeadLetterStreams(Generic[S]):
         self._streams.append(scope.new_stream(Source(port.op.index, port.index), output))
         self._first = self._first or where
 
-    def take(self, scope: Scope[S], concatenate: Callable[[Scope[S], list[S]], S]) -> S:
+    def take(self, scope: ScopeCore[S], concatenate: Callable[[ScopeCore[S], list[S]], S]) -> S:
         """Every dead-letter stream of ``scope`` as one stream (taken once)."""
         if self._taken:
             raise GraphError(f"{scope.describe()}: scope.dead_letters() was taken already; take it once and use "
@@ -207,7 +207,7 @@ class DeadLetterStreams(Generic[S]):
         streams = self._streams
         return streams[0] if len(streams) == 1 else concatenate(scope, streams)
 
-    def check_taken(self, scope: Scope[S]) -> None:
+    def check_taken(self, scope: ScopeCore[S]) -> None:
         """Refuse a scope whose dead letters nobody takes: they would be lost without a sign."""
         if self._streams and not self._taken:
             raise GraphError(f"{self._first} sends the records that fail to dead letters, but nothing takes "

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from ..stream import Stream
     from ..worker import WorkerHandle
-    from .scope import Scope
+    from .scope import ScopeCore
 
     R = TypeVar("R", default=Any)
 else:  # the default (PEP 696) is for type checkers: a bare InputHandle is InputHandle[Any]
@@ -80,7 +80,7 @@ class InputHandle(Generic[R]):
         self._closed = False
         self._failure: BaseException | None = None  # (the computation's: then _closed too, so send checks one flag)
 
-    def to_stream(self, scope: Scope[Stream[Any]]) -> Stream[R]:
+    def to_stream(self, scope: ScopeCore[Stream[Any]]) -> Stream[R]:
         """The stream of what this handle sends, in ``scope``."""
         if self._op is not None:
             raise GraphError("this InputHandle already feeds a dataflow; create one InputHandle per input")
@@ -377,7 +377,7 @@ def probe_with(stream: S, handle: ProbeHandle) -> S:
     return result  # type: ignore[no-any-return]
 
 
-def to_stream(iterable: Iterable[Any], scope: Scope[S]) -> S:
+def to_stream(iterable: Iterable[Any], scope: ScopeCore[S]) -> S:
     """A stream of the records of ``iterable``, all at the minimum time; it closes itself.
 
     As in timely, every worker introduces the whole iterable: split it by
@@ -411,7 +411,8 @@ def to_stream(iterable: Iterable[Any], scope: Scope[S]) -> S:
     return result
 
 
-def source(scope: Scope[S], name: str, logic: Callable[[OperatorOutput, Capability], Coroutine[Any, Any, None]]) -> S:
+def source(scope: ScopeCore[S], name: str,
+           logic: Callable[[OperatorOutput, Capability], Coroutine[Any, Any, None]]) -> S:
     """A general source: ``async def logic(output, cap)`` sends with ``output.session(cap)`` and
     returns (or drops ``cap``) when done. It may await I/O; ``output.activator()`` wakes it.
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..comm.fabric import Endpoint
     from .fusion import FusedChain
     from ..worker import WorkerHandle
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["OperatorRuntime", "Logic"]
 
@@ -63,7 +63,7 @@ class OperatorRuntime:
         "keeps_routing", "chain", "activations", "busy", "seen_in_refresh", "__weakref__",
     )
 
-    def __init__(self, scope: Scope[Any], name: str) -> None:
+    def __init__(self, scope: ScopeCore[Any], name: str) -> None:
         self.scope = scope
         self.worker: WorkerHandle = scope.worker
         self.name = name

@@ -1,12 +1,16 @@
 """Scopes: where operators are built, and how a built scope runs its children each round.
 
-A :class:`Scope` is first a builder (``region``, ``iterative``, ``feedback``, and
-the operators that streams create in it), then, once built, the runtime of one
+A :class:`ScopeCore` is first a builder (``region``, ``iterative``, and the
+operators that streams create in it), then, once built, the runtime of one
 scope on one worker: each round it applies the progress batches that arrived,
 propagates frontiers, runs the children that asked to run in index order (a
 nested scope runs its own children), and broadcasts what its operators did as one
 batch. To the worker, a dataflow is its root scope, seen through the ``Schedule``
 protocol (:mod:`aiotimely.worker.schedule`).
+
+It is all the dataflow layer knows of a scope, as :class:`~.stream.StreamCore` is of a stream: the scope users
+build in, :class:`aiotimely.Scope` (in the front module ``aiotimely/scope.py``), adds what is made of operators
+(``feedback``, ``dead_letters``, ``new_unordered_input``), as timely's operator traits extend its scopes.
 """
 
 from __future__ import annotations
@@ -15,13 +19,13 @@ import asyncio
 import heapq
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar, Union
 
+from typing_extensions import Self
+
 from ..errors import GraphError
 from ..worker.logging import OperatesEvent, ScheduleEvent, ShutdownEvent, StartStop, progress_event
 from ..worker.schedule import Hold
 from ..progress import (
     Antichain,
-    Product,
-    ProductType,
     Refinement,
     Source,
     Subgraph,
@@ -34,30 +38,30 @@ from .channels import ProgressCodec
 from .operator import OperatorRuntime
 from .progress_path import Broadcast, ProgressPath, path_of
 from .failures import DeadLetterStreams, ErrorPolicy, check_policy
-from .operators.loops import feedback as _feedback
-from .operators.routing import concatenate
 from .state import Snapshotter, StateStore, shape_of
 from .stream import S, Tee
-from .unordered import ActivateCapability, UnorderedHandle
-from .unordered import new_unordered_input as _new_unordered_input
 
 if TYPE_CHECKING:
     from ..progress import Operate
     from ..worker import WorkerHandle
-    from .operators.loops import LoopHandle
 
-__all__ = ["Dataflow", "Scope", "BuildContext"]
+__all__ = ["Dataflow", "ScopeCore", "BuildContext"]
 
 R = TypeVar("R")
+Sc = TypeVar("Sc", bound="ScopeCore[Any]")
 
-Child = Union[OperatorRuntime, "Scope[Any]"]
+Child = Union[OperatorRuntime, "ScopeCore[Any]"]
 
 
 class Dataflow(Generic[S]):
-    """One dataflow built by one worker: its name, its root scope and its channel numbering."""
+    """One dataflow built by one worker: its name, its root scope and its channel numbering.
+
+    ``stream_type`` and ``scope_type`` are the classes of its streams and scopes (the front's
+    :class:`aiotimely.Stream` and :class:`aiotimely.Scope`, when built through a worker)."""
 
     def __init__(self, worker: WorkerHandle, index: int, name: str, timestamp: Any,
-                 stream_type: type[S], store: StateStore | None = None, errors: ErrorPolicy = "raise") -> None:
+                 stream_type: type[S], store: StateStore | None = None, errors: ErrorPolicy = "raise", *,
+                 scope_type: type[ScopeCore[Any]] | None = None) -> None:
         self.worker = worker
         self.index = index
         self.name = name
@@ -65,7 +69,8 @@ class Dataflow(Generic[S]):
         """The error policy of the operators that take one and are not given one (see :mod:`.failures`)."""
         self.stream_type = stream_type
         self._next_channel = 0
-        self.root: Scope[S] = Scope(worker, self, Refinement.region(timestamp_type(timestamp)), name=name)
+        self.root: ScopeCore[S] = (scope_type or ScopeCore)(worker, self, Refinement.region(timestamp_type(timestamp)),
+                                                            name=name)
         self.snapshotter = Snapshotter(self.root, store) if store is not None else None
         """The dataflow's snapshots on this worker, when it is recoverable (built with a state store)."""
         self.remedies: dict[tuple[int, ...], str] = {}
@@ -82,7 +87,7 @@ class Dataflow(Generic[S]):
         return f"Dataflow({self.name!r}, index={self.index})"
 
 
-class Scope(Generic[S]):
+class ScopeCore(Generic[S]):
     """A scope of a dataflow on one worker: the root of a dataflow, a region, or an iterative scope."""
 
     def __init__(
@@ -92,7 +97,7 @@ class Scope(Generic[S]):
         refinement: Refinement,
         *,
         name: str,
-        parent: Scope[S] | None = None,
+        parent: ScopeCore[S] | None = None,
     ) -> None:
         self.worker = worker
         self.dataflow = dataflow
@@ -121,7 +126,7 @@ class Scope(Generic[S]):
         """The dead-letter streams of the scope's operators (see :meth:`dead_letters`)."""
         self._pending: set[int] = set()
         self._incomplete: set[int] = set()
-        self._loops: list[LoopHandle] = []
+        self._checks: list[Callable[[], None]] = []
         self._ran_inside: list[int] = []
         self.ran_inside: Callable[[int], None] = self._ran_inside.append
         """Note that child ``index`` ran inside the child running now (called by it, not scheduled: an operator
@@ -190,21 +195,15 @@ class Scope(Generic[S]):
 
     # -- nested scopes -------------------------------------------------------------------
 
-    def dead_letters(self) -> S:
-        """The records that failed in this scope's operators with ``errors="dead_letter"``, as
-        :class:`~aiotimely.DeadLetter` records at the failed records' times: route them to a sink. Take them once,
-        after building those operators; a scope whose dead letters nobody takes is refused when it is built."""
-        return self.dead_letter_streams.take(self, concatenate)
-
-    def region(self, fn: Callable[[Scope[S]], R] | None = None, *, name: str | None = None) -> Any:
+    def region(self, fn: Callable[[Self], R] | None = None, *, name: str | None = None) -> Any:
         """A nested scope with the same timestamps: ``scope.region(fn)`` or ``with scope.region() as inner:``."""
         return self._nested(Refinement.region(self.ttype), fn, name or "region")
 
-    def iterative(self, fn: Callable[[Scope[S]], R] | None = None, *, name: str | None = None) -> Any:
+    def iterative(self, fn: Callable[[Self], R] | None = None, *, name: str | None = None) -> Any:
         """A nested scope whose times are ``Product(outer, round)``; loops in it count rounds."""
         return self._nested(Refinement.iterative(self.ttype), fn, name or "iterative")
 
-    def scoped(self, name: str, refinement: Any, fn: Callable[[Scope[S]], R] | None = None) -> Any:
+    def scoped(self, name: str, refinement: Any, fn: Callable[[Self], R] | None = None) -> Any:
         """A nested scope whose times refine this scope's (timely's ``scoped::<T2, _, _>``): with a timestamp
         type for ``refinement`` (``int``, a ``TimestampType``, a :class:`~aiotimely.progress.Timestamp` class),
         its times are ``Product(outer, inner)``, entering at the inner type's minimum (an iterative scope is
@@ -221,39 +220,19 @@ class Scope(Generic[S]):
             raise GraphError(f"{self.describe()}: scoped({name!r}, {refinement!r}): {e}") from None
         return self._nested(Refinement.iterative(self.ttype, inner), fn, name)
 
-    def _nested(self, refinement: Refinement, fn: Callable[[Scope[S]], R] | None, name: str) -> Any:
+    def _nested(self, refinement: Refinement, fn: Callable[[Self], R] | None, name: str) -> Any:
         self._check_building()
-        child = Scope(self.worker, self.dataflow, refinement, name=name, parent=self)
+        child = type(self)(self.worker, self.dataflow, refinement, name=name, parent=self)
         if fn is None:
             return BuildContext(child, child._finish)
         result = fn(child)
         child._finish()
         return result
 
-    # -- loops ------------------------------------------------------------------------
-
-    def feedback(self, summary: Any = 1) -> tuple[LoopHandle, S]:
-        """A loop variable: records given to ``handle`` come back on ``stream``, advanced by ``summary``.
-
-        In an iterative scope an ``int`` summary counts rounds: ``feedback(1)`` means
-        "the next round"; in any scope of ``Product`` times, a summary of the inner
-        coordinate alone stands for ``Product(outer identity, summary)``. Connect the
-        loop's end with ``stream.connect_loop(handle)``.
-        """
-        if isinstance(self.ttype, ProductType) and type(summary) is not Product:  # the inner coordinate's
-            summary = Product(self.ttype.outer.identity, summary)
-        handle, stream = _feedback(self, summary)
-        self._loops.append(handle)
-        return handle, stream
-
-    # -- inputs -------------------------------------------------------------------------
-
-    def new_unordered_input(self, name: str = "UnorderedInput") -> tuple[
-            tuple[UnorderedHandle[Any], ActivateCapability], S]:
-        """Timely's ``new_unordered_input``: ``(handle, cap), stream``, where ``handle.session(cap).give(x)``
-        sends ``x`` at ``cap.time``, and ``cap`` (at the minimum time) may be delayed, downgraded and dropped
-        at will; the stream is complete once every capability is dropped (see :mod:`.unordered`)."""
-        return _new_unordered_input(self, name)
+    def on_finish(self, check: Callable[[], None]) -> None:
+        """Call ``check()`` as the scope is finished, before its progress tracking is built: it raises if what
+        was built is incomplete (a feedback loop never connected)."""
+        self._checks.append(check)
 
     # -- finishing --------------------------------------------------------------------
 
@@ -264,11 +243,8 @@ class Scope(Generic[S]):
         snapshotter = self.dataflow.snapshotter if self.parent is None else None
         if snapshotter is not None:
             snapshotter.build()
-        for loop in self._loops:
-            if not loop.connected:
-                raise GraphError(
-                    f"{self.describe()}: a feedback loop was created but never closed with connect_loop()"
-                )
+        for check in self._checks:
+            check()
         self.progress = progress = builder.build()
         self._builder = None  # built: operators cannot be added any more
         self._incomplete = set(self.children)
@@ -417,7 +393,7 @@ class Scope(Generic[S]):
     def operators(self) -> Iterator[OperatorRuntime]:
         """Every operator in this scope and the scopes nested in it."""
         for child in self.children.values():
-            if isinstance(child, Scope):
+            if isinstance(child, ScopeCore):
                 yield from child.operators()
             else:
                 yield child
@@ -484,21 +460,21 @@ class Scope(Generic[S]):
         return f"Scope({self.name!r}, path={self.path})"
 
 
-class BuildContext(Generic[S]):
+class BuildContext(Generic[Sc]):
     """The ``with``/``async with`` form of building a scope: the block fills it, ``build()`` runs on exit."""
 
-    def __init__(self, scope: Scope[S], build: Callable[[], Any]) -> None:
+    def __init__(self, scope: Sc, build: Callable[[], Any]) -> None:
         self.scope = scope
         self._build = build
 
-    def __enter__(self) -> Scope[S]:
+    def __enter__(self) -> Sc:
         return self.scope
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None:
             self._build()
 
-    async def __aenter__(self) -> Scope[S]:
+    async def __aenter__(self) -> Sc:
         return self.scope
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

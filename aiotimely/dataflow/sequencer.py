@@ -30,7 +30,7 @@ from .ports import BATCH_SIZE, NEXT_ACTIVATION, Activator
 
 if TYPE_CHECKING:
     from ..worker import WorkerHandle
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["Barrier", "BuildsDataflows", "Sequencer", "SEQUENCER_CAPACITY"]
 
@@ -50,7 +50,8 @@ class BuildsDataflows(Protocol):
     @property
     def peers(self) -> int: ...
 
-    def dataflow(self, fn: Callable[[Scope[Any]], Any], *, name: str | None = None, timestamp: Any = int) -> Any: ...
+    def dataflow(self, fn: Callable[[ScopeCore[Any]], Any], *, name: str | None = None,
+                 timestamp: Any = int) -> Any: ...
 
 
 class Sequencer(Generic[T]):
@@ -92,7 +93,7 @@ class Sequencer(Generic[T]):
 
     # -- the dataflow ----------------------------------------------------------------------
 
-    def _build(self, scope: Scope[Any]) -> None:
+    def _build(self, scope: ScopeCore[Any]) -> None:
         self._worker = scope.worker
         scope.worker.watch_failure(self, Sequencer._computation_failed)
         source = OperatorBuilder(scope, "SequenceInput")
@@ -269,7 +270,7 @@ class Barrier:
         self._probe = ProbeHandle()
         worker.dataflow(self._build, name=name)
 
-    def _build(self, scope: Scope[Any]) -> None:
+    def _build(self, scope: ScopeCore[Any]) -> None:
         probe_with(self._input.to_stream(scope), self._probe)
 
     @property

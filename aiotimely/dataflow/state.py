@@ -44,7 +44,7 @@ from .builder import OperatorBuilder
 
 if TYPE_CHECKING:
     from .operator import OperatorRuntime
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["StateStore", "Restored", "Participant", "Snapshotter", "shape_of"]
 
@@ -97,7 +97,7 @@ class Restored:
     """Per worker of that run: each operator's pieces (by participant key)."""
 
 
-def shape_of(scope: Scope[Any]) -> str:
+def shape_of(scope: ScopeCore[Any]) -> str:
     """A fingerprint of the dataflow's shape: its operators by path, name and ports."""
     parts = [f"{'/'.join(map(str, op.path[1:]))}:{op.name}:{len(op.inputs)}:{len(op.outputs)}"
              for op in scope.operators()]
@@ -247,7 +247,7 @@ class Snapshotter:
     """The snapshots of one dataflow on one worker: the operators taking part, their pieces merged into
     ranges every one of them covers, written in order; and which snapshots are complete everywhere."""
 
-    def __init__(self, scope: Scope[Any], store: StateStore) -> None:
+    def __init__(self, scope: ScopeCore[Any], store: StateStore) -> None:
         self.scope = scope
         self.store = store
         self.every = store.every

@@ -9,24 +9,15 @@ the scope (:meth:`~aiotimely.dataflow.scope.Scope.new_stream`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..progress import Source
+from .channels import Pusher, Tee
 
 if TYPE_CHECKING:
-    from .scope import Scope
+    from .scope import ScopeCore
 
 __all__ = ["StreamCore", "Pusher", "Tee", "S"]
-
-Pusher = Callable[[Any, list[Any]], None]
-"""Takes a batch of records at a time: ``pusher(time, records)``."""
-
-
-class Tee(Protocol):
-    """Where a stream's batches come out: every pusher attached gets each batch."""
-
-    pushers: list[Pusher]
-
 
 class StreamCore:
     """A stream of timestamped records in a scope: an output (``source``) and the pushers fed from it.
@@ -36,7 +27,7 @@ class StreamCore:
 
     __slots__ = ("scope", "_source", "_claim", "_tee")
 
-    def __init__(self, scope: Scope[Any], source: Source | Callable[[], Source], tee: Tee) -> None:
+    def __init__(self, scope: ScopeCore[Any], source: Source | Callable[[], Source], tee: Tee) -> None:
         self.scope = scope
         self._tee = tee
         if isinstance(source, Source):
@@ -65,13 +56,5 @@ class StreamCore:
         return f"{type(self).__name__}({self._source or 'a fused stage'!r} in scope {self.scope.name!r})"
 
 
-if TYPE_CHECKING:
-    # A default (PEP 696) for type checkers only, so that users may write a bare ``Scope``.
-    from typing_extensions import TypeVar as _TypeVar
-
-    from ..stream import Stream
-
-    S = _TypeVar("S", bound=StreamCore, default="Stream[Any]")
-else:
-    S = TypeVar("S", bound=StreamCore)
+S = TypeVar("S", bound=StreamCore)
 """The stream class of a dataflow: :class:`aiotimely.Stream` when built through a worker."""

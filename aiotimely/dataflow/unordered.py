@@ -35,7 +35,7 @@ from .stream import S
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
-    from .scope import Scope
+    from .scope import ScopeCore
 
     R = TypeVar("R", default=Any)
 else:  # the default (PEP 696) is for type checkers: a bare UnorderedHandle is UnorderedHandle[Any]
@@ -200,7 +200,7 @@ class UnorderedSession(Generic[R]):
         handle._given(self._time, waiting, len(waiting) - before)
 
 
-def new_unordered_input(scope: Scope[S], name: str = "UnorderedInput") -> tuple[
+def new_unordered_input(scope: ScopeCore[S], name: str = "UnorderedInput") -> tuple[
         tuple[UnorderedHandle[Any], ActivateCapability], S]:
     """An unordered input of ``scope``: ``(handle, capability at the minimum time)`` and its stream."""
     builder = OperatorBuilder(scope, name)

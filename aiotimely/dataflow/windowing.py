@@ -91,7 +91,7 @@ class Aggregation:
     accumulator with a batch of records added (returned), ``merge(a, b)`` two accumulators as one (needed for
     :class:`Sessions`), ``result(acc)`` the value sent."""
 
-    __slots__ = ("name", "init", "add", "merge", "result", "inline", "step", "portable")
+    __slots__ = ("name", "init", "add", "merge", "result", "inline", "step", "portable", "given")
 
     def __init__(self, name: str, init: Callable[[], Any], add: Callable[[Any, list[Any]], Any],
                  merge: Callable[[Any, Any], Any] | None = None, result: Callable[[Any], Any] | None = None) -> None:
@@ -108,6 +108,9 @@ class Aggregation:
         self.portable = False
         """Its accumulators are made of the records and plain values (the built-ins but ``fold``), so they may
         cross processes wherever the records can: windows combine them before the exchange by default."""
+        self.given: Any = None
+        """What a built-in was given (``of``, or ``key`` for ``min``/``max``): a columnar window reads a column's
+        name here."""
 
     def __repr__(self) -> str:
         return f"Aggregation({self.name})"
@@ -165,7 +168,7 @@ class Agg:
             return _portable(_inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(records), _add),
                                      "{acc} + sum(records)", "{acc} + r", None))
         return _portable(_inline(Aggregation("sum", int, lambda acc, records: acc + builtins.sum(map(of, records)),
-                                             _add), "{acc} + sum(map({of}, records))", "{acc} + {of}(r)", of))
+                                             _add), "{acc} + sum(map({of}, records))", "{acc} + {of}(r)", of), of)
 
     @staticmethod
     def mean(of: Callable[[Any], Any] | None = None) -> Aggregation:
@@ -174,19 +177,19 @@ class Agg:
             total = builtins.sum(records) if of is None else builtins.sum(map(of, records))
             return (acc[0] + len(records), acc[1] + total)
         return _portable(Aggregation("mean", lambda: (0, 0), add, lambda a, b: (a[0] + b[0], a[1] + b[1]),
-                                     lambda acc: acc[1] / acc[0] if acc[0] else None))
+                                     lambda acc: acc[1] / acc[0] if acc[0] else None), of)
 
     @staticmethod
     def min(key: Callable[[Any], Any] | None = None) -> Aggregation:
         """The least record (by ``key(record)``); of equal ones, the first applied."""
         return _portable(Aggregation("min", lambda: _EMPTY, _best(builtins.min, key), _merge_best(builtins.min, key),
-                                     _only))
+                                     _only), key)
 
     @staticmethod
     def max(key: Callable[[Any], Any] | None = None) -> Aggregation:
         """The greatest record (by ``key(record)``); of equal ones, the first applied."""
         return _portable(Aggregation("max", lambda: _EMPTY, _best(builtins.max, key), _merge_best(builtins.max, key),
-                                     _only))
+                                     _only), key)
 
     @staticmethod
     def collect(of: Callable[[Any], Any] | None = None) -> Aggregation:
@@ -195,7 +198,7 @@ class Agg:
         def add(acc: list[Any], records: list[Any]) -> list[Any]:
             acc.extend(records if of is None else map(of, records))
             return acc
-        return _portable(Aggregation("collect", list, add, lambda a, b: a + b))
+        return _portable(Aggregation("collect", list, add, lambda a, b: a + b), of)
 
     @staticmethod
     def fold(init: Any, fn: Callable[[Any, Any], Any], merge: Callable[[Any, Any], Any] | None = None) -> Aggregation:
@@ -217,8 +220,9 @@ def _add(a: Any, b: Any) -> Any:
     return a + b
 
 
-def _portable(agg: Aggregation) -> Aggregation:
+def _portable(agg: Aggregation, given: Any = None) -> Aggregation:
     agg.portable = True
+    agg.given = given
     return agg
 
 

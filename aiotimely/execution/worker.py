@@ -8,14 +8,15 @@ import asyncio
 import inspect
 import logging
 from types import TracebackType
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, TypeVar, cast, overload
 
 from ..dataflow.failures import ErrorPolicy
 from ..dataflow.input import InputHandle
-from ..dataflow.scope import BuildContext, Dataflow, Scope
+from ..dataflow.scope import BuildContext, Dataflow
 from ..dataflow.state import StateStore
 from ..observe.serving import Served
 from ..observe.view import SchedulerView
+from ..scope import Scope
 from ..stream import Stream
 from ..worker import Computation, Scheduler, WorkerStatistics
 from ..worker.computation import Halted
@@ -94,7 +95,7 @@ class Worker:
 
     @overload
     def dataflow(self, fn: None = None, *, name: str | None = None,
-                 timestamp: Any = int, errors: ErrorPolicy = "raise") -> BuildContext[Stream]: ...
+                 timestamp: Any = int, errors: ErrorPolicy = "raise") -> BuildContext[Scope[Stream]]: ...
 
     def dataflow(self, fn: Callable[[Scope[Stream]], R] | None = None, *, name: str | None = None,
                  timestamp: Any = int, errors: ErrorPolicy = "raise") -> Any:
@@ -110,15 +111,15 @@ class Worker:
         _check_build_function(fn)
         index = self._scheduler.new_dataflow_index()
         dataflow = Dataflow(self._scheduler, index, _dataflow_name(fn, name, index), timestamp, Stream,
-                            self._recovery, errors)
+                            self._recovery, errors, scope_type=Scope)
         if fn is None:
-            return BuildContext(dataflow.root, lambda: self._install(dataflow))
+            return BuildContext(cast("Scope[Stream]", dataflow.root), lambda: self._install(dataflow))
         return self._build(dataflow, fn)
 
     def _build(self, dataflow: Dataflow[Stream], fn: Callable[[Scope[Stream]], R]) -> R:
         """``fn(root)``, then the dataflow installed; if ``fn`` fails, the operators it built never run."""
         try:
-            result = fn(dataflow.root)
+            result = fn(cast("Scope[Stream]", dataflow.root))
         except BaseException:
             dataflow.root.abandon()  # (the operators built so far never run: their logic is closed unstarted)
             raise

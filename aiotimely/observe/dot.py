@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Union
 
-from ..dataflow.scope import Scope
+from ..dataflow.scope import ScopeCore
 from .snapshot import DataflowView, EdgeView, OperatorView, ScopeView, WorkerView, dataflow_view, snapshot
 from .view import SchedulerView
 
@@ -29,7 +29,7 @@ class HasScheduler(Protocol):
     def scheduler_view(self) -> SchedulerView: ...
 
 
-Graphable = Union[HasScheduler, SchedulerView, WorkerView, DataflowView, "Scope[Any]"]
+Graphable = Union[HasScheduler, SchedulerView, WorkerView, DataflowView, "ScopeCore[Any]"]
 """What :func:`to_dot` and :func:`to_mermaid` draw: a worker (its dataflows as they run), a
 :class:`~aiotimely.observe.snapshot.WorkerView` or ``DataflowView`` taken before, or a scope (its whole dataflow,
 also while ``build`` is still making it)."""
@@ -88,7 +88,7 @@ def _all_dataflows(source: Graphable) -> list[DataflowView]:
         return [source]
     if isinstance(source, WorkerView):
         return list(source.dataflows)
-    if isinstance(source, Scope):
+    if isinstance(source, ScopeCore):
         return [dataflow_view(source)]
     view = getattr(source, "scheduler_view", source)  # (a Worker shows its scheduler; a Scheduler is a view)
     if not isinstance(view, SchedulerView):

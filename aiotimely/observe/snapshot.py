@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 from ..dataflow.operator import OperatorRuntime
-from ..dataflow.scope import Scope
+from ..dataflow.scope import ScopeCore
 from ..progress import Antichain, Source, Target
 from .view import SchedulerView
 
@@ -160,7 +160,7 @@ def snapshot(scheduler: SchedulerView) -> WorkerView:
     """What ``scheduler``'s worker runs right now (call it on the worker's event loop, between rounds)."""
     view = WorkerView(scheduler.index, scheduler.peers, scheduler.rounds, scheduler.operators_run)
     for root in scheduler.dataflows():
-        if isinstance(root, Scope):
+        if isinstance(root, ScopeCore):
             view.dataflows.append(_dataflow(root))
     return view
 
@@ -172,7 +172,7 @@ def snapshots(schedulers: Sequence[SchedulerView]) -> list[WorkerView]:
     while another worker's is still at 0.)"""
     views = [snapshot(s) for s in schedulers]
     ttypes = {node_id(scope.path): scope.ttype for s in schedulers for root in s.dataflows()
-              if isinstance(root, Scope) for scope in _scopes(root)}
+              if isinstance(root, ScopeCore) for scope in _scopes(root)}
     by_scope: dict[str, list[OperatorView]] = {}
     for view in views:
         for flow in view.dataflows:
@@ -193,13 +193,13 @@ def _view_pointstamps(op: OperatorView) -> list[Any]:
     return [t for o in op.outputs for t in o.capabilities] + [t for i in op.inputs for t in i.queued_times]
 
 
-def dataflow_view(scope: Scope[Any]) -> DataflowView:
+def dataflow_view(scope: ScopeCore[Any]) -> DataflowView:
     """The dataflow ``scope`` belongs to (any of its scopes), whole, as it is now: built and running (as in
     :func:`snapshot`), or still being built, when it shows the operators and edges made so far."""
     return _dataflow(scope.dataflow.root)
 
 
-def _dataflow(root: Scope[Any]) -> DataflowView:
+def _dataflow(root: ScopeCore[Any]) -> DataflowView:
     scopes: list[ScopeView] = []
     operators: list[OperatorView] = []
     edges: list[EdgeView] = []
@@ -222,14 +222,14 @@ def _dataflow(root: Scope[Any]) -> DataflowView:
                         sorted(frontier.elements, key=repr))
 
 
-def _scopes(scope: Scope[Any]) -> Iterator[Scope[Any]]:
+def _scopes(scope: ScopeCore[Any]) -> Iterator[ScopeCore[Any]]:
     yield scope
     for child in scope.children.values():
-        if isinstance(child, Scope):
+        if isinstance(child, ScopeCore):
             yield from _scopes(child)
 
 
-def _edges(scope: Scope[Any], sid: str) -> Iterator[EdgeView]:
+def _edges(scope: ScopeCore[Any], sid: str) -> Iterator[EdgeView]:
     pairs: list[tuple[Source, Target]]
     if scope.progress is not None:
         pairs = [(s, t) for s, ts in scope.progress.graph.edges.items() for t in ts]
@@ -248,7 +248,7 @@ def _edges(scope: Scope[Any], sid: str) -> Iterator[EdgeView]:
                        pact, feedback)
 
 
-def _child_id(scope: Scope[Any], node: int) -> str:
+def _child_id(scope: ScopeCore[Any], node: int) -> str:
     return node_id(scope.path if node == 0 else scope.path + (node,))
 
 
@@ -259,7 +259,7 @@ def _pointstamps(op: OperatorRuntime) -> list[Any]:
     return times
 
 
-def _lower_envelope(scope: Scope[Any], ops: list[OperatorRuntime]) -> Antichain[Any]:
+def _lower_envelope(scope: ScopeCore[Any], ops: list[OperatorRuntime]) -> Antichain[Any]:
     """The minimal times among every capability held and batch queued in ``scope``."""
     return Antichain((t for op in ops if not op.done for t in _pointstamps(op)), less_equal=scope.ttype.less_equal)
 

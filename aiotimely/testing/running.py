@@ -21,7 +21,7 @@ from ..worker.loop import run
 from .outputs import Outputs
 
 if TYPE_CHECKING:
-    from ..dataflow import Scope
+    from ..scope import Scope
     from ..stream import Stream
 
 __all__ = ["run_dataflow", "run_dataflow_async", "DataflowTimeout", "Build", "collect", "merge"]

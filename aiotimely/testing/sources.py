@@ -34,7 +34,7 @@ from ..progress.timestamp import less_equal
 from .outputs import Outputs
 
 if TYPE_CHECKING:
-    from ..dataflow import Scope
+    from ..scope import Scope
     from ..stream import Stream
 
 __all__ = ["Advance", "Step", "Script", "schedule", "script_source", "Mode"]

@@ -24,7 +24,8 @@ from .datasource import BATCH, SCHEMA
 from .wire import Endpoint, WireConnection, refuse_recovery, reply
 
 if TYPE_CHECKING:
-    from ...dataflow import Capability, OperatorOutput, Scope
+    from ...dataflow import Capability, OperatorOutput
+    from ...scope import Scope
     from ...stream import Stream
 
 __all__ = ["ArrowIngress", "RECORDS"]

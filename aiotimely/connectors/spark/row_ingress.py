@@ -24,7 +24,7 @@ from ..aiter import TimePolicy, from_aiter
 from .wire import Endpoint, WireConnection, refuse_recovery, reply
 
 if TYPE_CHECKING:
-    from ...dataflow import Scope
+    from ...scope import Scope
     from ...stream import Stream
     from .foreach import ForeachBatchSink
 

@@ -31,7 +31,7 @@ from ...comm.tls import Listener, TLSConfig, TLSError, TLSOption, connect_blocki
 from ...errors import ClusterError, RecoveryError
 
 if TYPE_CHECKING:
-    from ...dataflow import Scope
+    from ...scope import Scope
 
 __all__ = ["CONTROL", "WireClient", "IngressClient", "WireConnection", "Endpoint", "control_message", "reply",
            "ship_secret", "client_context", "tls_refusal", "refuse_recovery"]

@@ -25,7 +25,7 @@ from ..ports import OperatorOutput
 from ..stream import S
 
 if TYPE_CHECKING:
-    from ..scope import Scope
+    from ..scope import ScopeCore
 
 __all__ = ["Interest", "OperatorLogic", "build", "unary", "binary", "unary_frontier", "binary_frontier",
            "unary_notify", "binary_notify", "sink", "operator"]
@@ -49,7 +49,7 @@ def build(
     name: str | None,
     interest: Interest,
     init: Iterable[Any] = (),
-    scope: Scope[S] | None = None,
+    scope: ScopeCore[S] | None = None,
     connection: Sequence[dict[int, Any] | None] | None = None,
     grouped: bool = False,
 ) -> Any:
@@ -113,7 +113,7 @@ def build(
     return results if outputs else None
 
 
-def _init_times(scope: Scope[Any], kind: str, name: str, notify: bool, outputs: int,
+def _init_times(scope: ScopeCore[Any], kind: str, name: str, notify: bool, outputs: int,
                 init: Iterable[Any]) -> list[Any]:
     """The notifications asked for up front, checked before anything is built: times of the scope."""
     try:
@@ -184,14 +184,15 @@ def sink(stream: S, logic: OperatorLogic | None = None, *, exchange: Any = None,
 @overload
 def operator(streams: Sequence[S], logic: OperatorLogic, *, outputs: int = 1, exchange: Any = None,
              name: str | None = None, interest: Interest = ALWAYS, notify: bool = False, init: Iterable[Any] = (),
-             connection: Sequence[dict[int, Any] | None] | None = None, scope: Scope[S] | None = None) -> list[S]: ...
+             connection: Sequence[dict[int, Any] | None] | None = None,
+             scope: ScopeCore[S] | None = None) -> list[S]: ...
 
 
 @overload
 def operator(streams: Sequence[S], logic: None = None, *, outputs: int = 1, exchange: Any = None,
              name: str | None = None, interest: Interest = ALWAYS, notify: bool = False, init: Iterable[Any] = (),
              connection: Sequence[dict[int, Any] | None] | None = None,
-             scope: Scope[S] | None = None) -> Callable[[OperatorLogic], list[S]]: ...
+             scope: ScopeCore[S] | None = None) -> Callable[[OperatorLogic], list[S]]: ...
 
 
 def operator(
@@ -205,7 +206,7 @@ def operator(
     notify: bool = False,
     init: Iterable[Any] = (),
     connection: Sequence[dict[int, Any] | None] | None = None,
-    scope: Scope[S] | None = None,
+    scope: ScopeCore[S] | None = None,
 ) -> Any:
     """An operator with any number of inputs and outputs (timely's ``OperatorBuilder``):
     ``async def logic(inputs, outputs, caps)`` gets the lists of its inputs, its outputs and its initial

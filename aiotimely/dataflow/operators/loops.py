@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...errors import GraphError
-from ...progress import Source, Target
+from ...progress import Product, ProductType, Source, Target
 from ..builder import OperatorBuilder, routed_by_key
 from ..channels import push_to_all
 from ..stream import Pusher, S, StreamCore
 
 if TYPE_CHECKING:
-    from ..scope import Scope
+    from ..scope import ScopeCore
 
 __all__ = ["enter", "leave", "feedback", "connect_loop", "LoopHandle"]
 
@@ -31,7 +31,7 @@ class _EnterPort:
 
     __slots__ = ("pushers", "_scope", "_input", "_to_inner", "routed")
 
-    def __init__(self, scope: Scope[Any], input: int) -> None:
+    def __init__(self, scope: ScopeCore[Any], input: int) -> None:
         self.pushers: list[Pusher] = []
         self._scope = scope
         self._input = input
@@ -50,7 +50,7 @@ class _LeavePort:
 
     __slots__ = ("pushers", "_to_outer", "routed")
 
-    def __init__(self, scope: Scope[Any]) -> None:
+    def __init__(self, scope: ScopeCore[Any]) -> None:
         self.pushers: list[Pusher] = []
         self._to_outer = scope.refinement.to_outer
         self.routed = False
@@ -61,7 +61,7 @@ class _LeavePort:
         push_to_all(self.pushers, outer, batch)
 
 
-def enter(stream: S, inner: Scope[Any]) -> S:
+def enter(stream: S, inner: ScopeCore[Any]) -> S:
     if inner.parent is not stream.scope:
         raise GraphError(
             f"cannot enter {inner.describe()} from {stream.scope.describe()}: "
@@ -99,8 +99,13 @@ class LoopHandle:
         self.connected = False
 
 
-def feedback(scope: Scope[Any], summary: Any) -> tuple[LoopHandle, Any]:
-    """A loop variable in ``scope``: the handle to connect later, and the stream coming round."""
+def feedback(scope: ScopeCore[S], summary: Any = 1) -> tuple[LoopHandle, S]:
+    """A loop variable in ``scope``: the handle to connect later, and the stream coming round, advanced by
+    ``summary``. In a scope of ``Product`` times, a summary of the inner coordinate alone stands for
+    ``Product(outer identity, summary)`` (in an iterative scope, ``1`` is "the next round"). The scope refuses
+    to finish while the loop is not connected."""
+    if isinstance(scope.ttype, ProductType) and type(summary) is not Product:  # the inner coordinate's
+        summary = Product(scope.ttype.outer.identity, summary)
     try:
         scope.ttype.check_summary(summary)
     except (TypeError, ValueError) as e:
@@ -112,7 +117,14 @@ def feedback(scope: Scope[Any], summary: Any) -> tuple[LoopHandle, Any]:
         )
     builder = OperatorBuilder(scope, "Feedback")
     _, stream = builder.new_output()
-    return LoopHandle(builder, summary), stream
+    handle = LoopHandle(builder, summary)
+
+    def check_connected() -> None:
+        if not handle.connected:
+            raise GraphError(f"{scope.describe()}: a feedback loop was created but never closed with connect_loop()")
+
+    scope.on_finish(check_connected)
+    return handle, stream
 
 
 def connect_loop(stream: StreamCore, handle: LoopHandle) -> None:

@@ -10,7 +10,7 @@ from ..failures import Apply, ErrorPolicy, RecordFailures, check_policy, guard
 from ..stream import S
 
 if TYPE_CHECKING:
-    from ..scope import Scope
+    from ..scope import ScopeCore
 
 __all__ = ["batch_operator", "map", "map_in_place", "flat_map", "filter", "inspect", "inspect_batch", "inspect_time",
            "timed"]
@@ -57,12 +57,13 @@ def batch_operator(
     return scope.new_stream(stage.claim_source, stage)  # type: ignore[no-any-return]
 
 
-def policy_of(scope: Scope[Any], name: str, errors: object) -> ErrorPolicy:
+def policy_of(scope: ScopeCore[Any], name: str, errors: object) -> ErrorPolicy:
     """The error policy of a new operator ``name`` given ``errors``: it, or the dataflow's."""
     return check_policy(errors, f"operator {name!r} in {scope.describe()}") or scope.dataflow.errors
 
 
-def _failures(scope: Scope[Any], name: str, apply: Apply | None, errors: ErrorPolicy | None) -> RecordFailures | None:
+def _failures(scope: ScopeCore[Any], name: str, apply: Apply | None,
+              errors: ErrorPolicy | None) -> RecordFailures | None:
     """What keeps the failing records of a new operator ``name``: ``None`` under ``"raise"`` (or for an operator
     without a per-record ``apply``, which the dataflow's policy does not reach)."""
     policy = policy_of(scope, name, errors)

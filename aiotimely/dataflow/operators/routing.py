@@ -11,7 +11,7 @@ from ..failures import ErrorPolicy
 from .maplike import batch_operator, policy_of
 
 if TYPE_CHECKING:
-    from ..scope import Scope
+    from ..scope import ScopeCore
 
 __all__ = ["exchange", "broadcast", "concatenate", "split", "partition", "branch", "branch_when", "ok_err"]
 
@@ -39,7 +39,7 @@ def broadcast(stream: S) -> S:
     return batch_operator(stream, "Broadcast", lambda _t, batch: batch, broadcast=True, passes=True)
 
 
-def concatenate(scope: Scope[S], streams: Sequence[S]) -> S:
+def concatenate(scope: ScopeCore[S], streams: Sequence[S]) -> S:
     """One stream of everything in ``streams`` (all of ``scope``)."""
     streams = list(streams)
     if not streams:
