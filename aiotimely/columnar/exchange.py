@@ -20,15 +20,21 @@ import polars as pl
 from ..dataflow.containers import Container
 from .batch import as_arrow
 
-__all__ = ["SEED", "key_routes", "KeyColumns"]
+__all__ = ["SEED", "key_hash", "key_routes", "KeyColumns", "ToFirst"]
 
 SEED = 0x7A1E
 """The seed of the key hash: the same in every process."""
 
 
+def key_hash(frame: pl.DataFrame, keys: Sequence[str]) -> pl.Series:
+    """Each row's hash of its ``keys`` columns (``UInt64``), in one call: what routes it, and what keyed columnar
+    state is kept by (``route(h, peers)`` of a non-negative int ``h`` is ``h % peers``: the same worker)."""
+    return frame.select(keys).hash_rows(seed=SEED)
+
+
 def key_routes(frame: pl.DataFrame, keys: Sequence[str], peers: int) -> pl.Series:
     """Each row's worker in ``range(peers)``: a hash of its ``keys`` columns, in one call."""
-    return frame.select(keys).hash_rows(seed=SEED) % peers
+    return key_hash(frame, keys) % peers
 
 
 class KeyColumns:
@@ -47,3 +53,16 @@ class KeyColumns:
         raise TypeError(f"{self.operator} routes whole batches of Arrow rows by columns {self.keys}, and got a "
                         f"record {record!r:.100} of a list batch: make a columnar stream with "
                         "stream.columnar(schema) or aiotimely.from_arrow(...)")
+
+
+class ToFirst:
+    """The exchange key of an operator without key columns: every row to worker 0 (as the record path's unkeyed
+    windows do), so that one worker sees all of them; its kept state is under key 0, which routes there too."""
+
+    __slots__ = ()
+
+    def routes(self, batch: Container, peers: int) -> Sequence[int]:
+        return [0] * len(batch)
+
+    def __call__(self, record: Any) -> Any:
+        return 0

@@ -13,13 +13,14 @@ from .schema import as_schema
 from .stream import ColumnarStream, where
 
 if TYPE_CHECKING:
-    from ..dataflow import Capability, Scope
+    from ..dataflow import Capability
+    from ..dataflow.scope import ScopeCore
     from ..stream import Stream
 
 __all__ = ["from_arrow"]
 
 
-def from_arrow(scope: Scope[Stream[Any]], data: Any, *, times: Iterable[Any] | None = None, schema: Any = None,
+def from_arrow(scope: ScopeCore[Stream[Any]], data: Any, *, times: Iterable[Any] | None = None, schema: Any = None,
                rows: int | None = None, name: str = "FromArrow") -> ColumnarStream:
     """A columnar stream of ``data``: a PyArrow ``Table`` or ``RecordBatch``, a Polars ``DataFrame``, or an
     iterable of them (read as the dataflow runs, batch by batch, while there is room downstream); it closes
@@ -59,7 +60,7 @@ def from_arrow(scope: Scope[Stream[Any]], data: Any, *, times: Iterable[Any] | N
     return ColumnarStream(stream, columns)
 
 
-def _with_schema(scope: Scope[Stream[Any]], name: str, data: Any, schema: Any) -> tuple[Iterator[Any], pl.Schema]:
+def _with_schema(scope: ScopeCore[Stream[Any]], name: str, data: Any, schema: Any) -> tuple[Iterator[Any], pl.Schema]:
     """The items of ``data``, and the stream's schema: ``schema``, or the first item's (read ahead for it)."""
     items = iter([data] if _is_one(data) else data)
     if schema is not None:

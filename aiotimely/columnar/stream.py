@@ -10,7 +10,7 @@ left empty is not sent on.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import polars as pl
 
@@ -20,12 +20,13 @@ from ..dataflow.input import ProbeHandle, probe_with
 from ..dataflow.operators.maplike import batch_operator
 from ..dataflow.operators.routing import broadcast
 from ..errors import GraphError
-from .batch import ArrowBatch, as_arrow
+from .batch import ArrowBatch
 from .exchange import KeyColumns
+from .places import frame_of, where
 from .schema import as_schema
 
 if TYPE_CHECKING:
-    from ..dataflow import Scope
+    from ..dataflow.scope import ScopeCore
     from ..stream import Stream
 
 __all__ = ["ColumnarStream", "IntoExpr", "frame_of", "where"]
@@ -49,7 +50,7 @@ class ColumnarStream:
         self.schema = schema
 
     @property
-    def scope(self) -> Scope[Stream[Any]]:
+    def scope(self) -> ScopeCore[Stream[Any]]:
         """The scope the stream is in."""
         return self.stream.scope
 
@@ -114,6 +115,38 @@ class ColumnarStream:
         """Send every batch to every worker (the same immutable batch, not a copy, to those on this one)."""
         return ColumnarStream(broadcast(self.stream), self.schema)
 
+    # -- event time: windows and keyed reduce (docs/columnar.md, "Windows over event-time columns") -------------
+
+    def window(self, windows: Any, *aggs: Any, key: str | Sequence[str] | None = None, time: str | None = None,
+               lateness: int = 0, late: str = "drop",
+               name: str = "Window") -> ColumnarStream | tuple[ColumnarStream, ColumnarStream]:
+        """Rows aggregated per key and window (``at.Tumbling``, ``at.Sliding``, ``at.Sessions``) of the event
+        time in integer column ``time`` (``None``: the dataflow time), with Polars aggregation expressions or
+        ``at.Agg`` built-ins over columns. A window ``[start, end)`` closes exactly when the input frontier
+        reaches ``end + lateness``; its results go at that time, one batch per output time, with columns
+        ``(key columns..., window_start, window_end, aggregates...)``. A row at dataflow time ``d`` whose window
+        ends at or before ``d - lateness`` is late: ``late="drop"``, or ``"count"``/``"stream"`` to also get a
+        columnar stream of late counts (``{"late": n}``) or of the late rows, at their dataflow times."""
+        from .windows import WindowPlan, window_operator
+
+        plan = WindowPlan(self.scope, self.schema, windows, aggs, key=key, time=time, lateness=lateness, late=late,
+                          name=name)
+        return self._built(window_operator(self.stream, self.schema, plan, name), late != "drop")
+
+    def reduce(self, *aggs: Any, key: str | Sequence[str] | None = None, time: str | None = None,
+               lateness: int = 0, late: str = "drop",
+               name: str = "Reduce") -> ColumnarStream | tuple[ColumnarStream, ColumnarStream]:
+        """Per key and time, the aggregations (Polars expressions or ``at.Agg`` built-ins over columns) of the
+        rows, once the time is complete: columns ``(key columns..., aggregates...)``. Without ``time``, per
+        *dataflow* time and sent at it (the record path's ``reduce``); with ``time="ts"``, per *event* time in that
+        integer column, sent at ``ts + lateness`` once the frontier passes it, with the time as a column after
+        the keys, and late rows as for :meth:`window`."""
+        from .reduce import reduce_operator
+
+        built = reduce_operator(self.stream, self.schema, aggs, key=key, time=time, lateness=lateness, late=late,
+                                name=name)
+        return self._built(built, late != "drop")
+
     # -- leaving columns, watching -------------------------------------------------------
 
     def records(self, *, named: bool = False, name: str = "Records") -> Stream[Any]:
@@ -152,6 +185,13 @@ class ColumnarStream:
 
     # -- how the operators are built -----------------------------------------------------
 
+    @staticmethod
+    def _built(built: tuple[Any, pl.Schema | None, Any, pl.Schema | None],
+               with_late: bool) -> ColumnarStream | tuple[ColumnarStream, ColumnarStream]:
+        """An operator's results (and late rows) as columnar streams."""
+        results = ColumnarStream(built[0], built[1])
+        return (results, ColumnarStream(built[2], built[3])) if with_late else results
+
     def _per_batch(self, name: str, work: Callable[[pl.DataFrame], pl.DataFrame], schema: pl.Schema | None,
                    *, passes: bool = False) -> ColumnarStream:
         """A new operator ``name`` sending ``work(frame)`` of each batch on, unless it has no rows."""
@@ -171,16 +211,6 @@ class ColumnarStream:
             return plan(pl.LazyFrame(schema=self.schema)).collect_schema()
         except Exception as exc:
             raise GraphError(f"{where(self.scope, name)}: {type(exc).__name__}: {exc}") from exc
-
-
-def frame_of(batch: Any, operator: str) -> pl.DataFrame:
-    """The Polars frame of a columnar stream's ``batch`` (to read only)."""
-    return as_arrow(batch, operator).frame
-
-
-def where(scope: Scope[Any], name: str) -> str:
-    """Where a new operator ``name`` is, in words, as errors say it as the dataflow is built."""
-    return f"operator {name!r} in {scope.describe()} on worker {scope.worker.index}"
 
 
 def _same(_time: Any, batch: Any) -> Any:
