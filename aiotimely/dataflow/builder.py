@@ -99,7 +99,7 @@ class OperatorBuilder:
     """An operator under construction in ``scope``: declare its ports, then build it once."""
 
     def __init__(self, scope: ScopeCore[Any], name: str) -> None:
-        scope._check_building()
+        scope.check_building()
         self.scope = scope
         self.op = OperatorRuntime(scope, name)
         self._connections: list[dict[int, Any] | None] = []
@@ -164,7 +164,7 @@ class OperatorBuilder:
     def _check_open(self) -> None:
         if self._built:
             raise GraphError(f"{self.op.describe()} is already built: it cannot get more ports")
-        self.scope._check_building()
+        self.scope.check_building()
 
     def _install(self) -> OperatorRuntime:
         self._check_open()
@@ -226,7 +226,7 @@ def fused_stage(stream: StreamCore, name: str, transform: Transform, *, passes: 
     if chain is None:
         chain = _new_chain(stream, name, exchange, broadcast)
     else:
-        scope._check_building()
+        scope.check_building()
     stage = chain.add(name, transform, passes)
     if failures is not None:
         stage.failures = failures

@@ -136,7 +136,7 @@ class OperatorRuntime:
         """One more output, reached unchanged from every input, once the operator is built but before its scope
         is (a stream taken from the middle of a fused chain). Like every output of a function operator, it
         holds no capability."""
-        self.scope._check_building()
+        self.scope.check_building()
         assert self.progress is not None
         out = OutputPort(self, len(self.outputs))
         self.outputs.append(out)
@@ -176,6 +176,11 @@ class OperatorRuntime:
             # (a fused operator never pushes on its own: its producer looks through it, once per chain)
             self._outlets = [e for out in self.outputs for e in endpoints(out.pushers)]
         activate()
+
+    @property
+    def awaiting(self) -> bool:
+        """Whether the logic awaits something outside the dataflow now (a connection, a timer, a task)."""
+        return self._waiting is not None
 
     def wait_for_room(self) -> bool:
         """If a mailbox this operator feeds is full, arrange to be activated once it has room, and return True:
@@ -318,7 +323,7 @@ class OperatorRuntime:
     def _make_room(self) -> None:
         """The operator took from its inputs: wake the producers that wait for room there."""
         for port in self.inputs:
-            port._mailbox.room()
+            port.make_room()
 
     def _resume(self, coro: Coroutine[Any, Any, None]) -> None:
         try:

@@ -186,6 +186,11 @@ class InputPort:
         queue = self._queue
         return len(queue), sum(len(batch) for _, batch in queue), self._mailbox.bytes
 
+    def make_room(self) -> None:
+        """(For the operator's runtime.) The operator took from this input: wake the producers waiting for room
+        in its mailbox, if it is down to half its bound."""
+        self._mailbox.room()
+
     def queued_times(self) -> list[Any]:
         """The time of each batch waiting to be taken, oldest first."""
         return [time for time, _ in self._queue]

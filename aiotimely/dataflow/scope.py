@@ -149,7 +149,9 @@ class ScopeCore(Generic[S]):
             return f"dataflow {self.dataflow.name!r}"
         return f"scope {self.name!r} in {self.parent.describe()}"
 
-    def _check_building(self) -> SubgraphBuilder:
+    def check_building(self) -> SubgraphBuilder:
+        """The scope's progress builder, or a :class:`GraphError` if the scope is built already (no operator may
+        be added to it any more)."""
         if self._builder is None:
             raise GraphError(f"{self.describe()} is already built: operators cannot be added to it any more")
         return self._builder
@@ -158,24 +160,24 @@ class ScopeCore(Generic[S]):
 
     def reserve_child(self, child: Child) -> int:
         """Give ``child`` (an operator or a nested scope being built) its index in this scope."""
-        index = self._check_building().allocate_index()
+        index = self.check_building().allocate_index()
         self.children[index] = child
         return index
 
     def add_progress(self, index: int, progress: Operate) -> None:
         """The child at ``index`` is built: track its progress (its shape, summaries and counts)."""
-        self._check_building().add_child(progress, index)
+        self.check_building().add_child(progress, index)
 
     def add_edge(self, source: Source, target: Target) -> None:
-        self._check_building().add_edge(source, target)
+        self.check_building().add_edge(source, target)
 
     def add_input(self) -> int:
         """A new input of this scope, for a stream entering it; its port."""
-        return self._check_building().add_input()
+        return self.check_building().add_input()
 
     def add_output(self) -> int:
         """A new output of this scope, for a stream leaving it; its port."""
-        return self._check_building().add_output()
+        return self.check_building().add_output()
 
     def new_stream(self, source: Source | Callable[[], Source], tee: Tee) -> S:
         """A stream of this scope from ``source`` (or the output ``source()`` picks when the stream is first
@@ -221,7 +223,7 @@ class ScopeCore(Generic[S]):
         return self._nested(Refinement.iterative(self.ttype, inner), fn, name)
 
     def _nested(self, refinement: Refinement, fn: Callable[[Self], R] | None, name: str) -> Any:
-        self._check_building()
+        self.check_building()
         child = type(self)(self.worker, self.dataflow, refinement, name=name, parent=self)
         if fn is None:
             return BuildContext(child, child._finish)
@@ -238,7 +240,7 @@ class ScopeCore(Generic[S]):
 
     def _finish(self) -> Subgraph:
         """Freeze the scope: build its progress tracking and hand it to the parent."""
-        builder = self._check_building()
+        builder = self.check_building()
         self.dead_letter_streams.check_taken(self)
         snapshotter = self.dataflow.snapshotter if self.parent is None else None
         if snapshotter is not None:
@@ -421,14 +423,14 @@ class ScopeCore(Generic[S]):
             if op.done:
                 continue
             held = {t for _, t in op.books.held()}
-            queued = {t for port in op.inputs for t, _ in port._queue} - held
+            queued = {t for port in op.inputs for t in port.queued_times()} - held
             if not held and not queued:
                 continue
             remedy = remedies.get(op.path)
-            on_io = remedy is None and (op._waiting is not None or op.externally_driven)
+            on_io = remedy is None and (op.awaiting or op.externally_driven)
             if remedy is not None:
                 why = remedy
-            elif op._waiting is not None:
+            elif op.awaiting:
                 why = ("it holds a capability there while its logic awaits something outside the dataflow (a "
                        "connection, a timer, a task): the time passes once that completes and the logic lets the "
                        "capability go")
