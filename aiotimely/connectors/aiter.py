@@ -23,7 +23,7 @@ import copy
 import inspect
 import logging
 import math
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Coroutine, overload
 
 from ..dataflow.input import source
 from ..errors import RecoveryError
@@ -32,12 +32,13 @@ from . import sources
 from .aiter_source import AiterSource
 
 if TYPE_CHECKING:
+    from ..columnar import ColumnarStream
     from ..dataflow import Capability, InputPort, OperatorOutput
     from ..scope import Scope
     from ..stream import Stream
     from ..worker.clock import Clock
 
-__all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "from_aiter", "to_async"]
+__all__ = ["TimePolicy", "EveryBatch", "WallClock", "EventTime", "ColumnTime", "from_aiter", "to_async"]
 
 log = logging.getLogger("aiotimely.connectors")
 
@@ -269,6 +270,40 @@ class EventTime(TimePolicy):
         self._low = max(self._low, start)
 
 
+class ColumnTime(TimePolicy):
+    """Event time from integer column ``column`` of a columnar source (``from_aiter(..., columnar=)``): each batch
+    goes at the watermark, and once sent the watermark moves to the latest event time seen minus ``lateness`` (as
+    Spark's ``withWatermark``; see :class:`aiotimely.columnar.decode.Watermark`). Rows behind it are late for a
+    ``window(..., time=column)`` downstream, which applies its ``late=`` policy."""
+
+    def __init__(self, column: str, lateness: int = 0) -> None:
+        from ..columnar.decode import Watermark
+
+        self.watermark = Watermark(column, lateness)
+
+    @property
+    def column(self) -> str:
+        return self.watermark.column
+
+    def times(self, records: list[Any]) -> list[tuple[int, list[Any]]]:
+        return [(self.watermark.current, records)]
+
+    def saw(self, frame: Any) -> None:
+        """A batch was sent: the watermark follows its latest event time."""
+        from ..columnar.decode import column_max
+
+        self.watermark.saw(column_max(frame, self.watermark.column))
+
+    def current(self) -> int:
+        return int(self.watermark.current)
+
+    def snapshot(self) -> Any:
+        return self.watermark.snapshot()
+
+    def resume(self, state: Any, start: int) -> None:
+        self.watermark.resume(state, start)
+
+
 def _check_iterator(iterator: Any, where: str) -> None:
     """Refuse what is neither an async iterator nor a function of ``(worker_index, peers)``, saying what to give."""
     if hasattr(iterator, "__anext__"):
@@ -321,6 +356,7 @@ def _check_recovery(scope: Scope[Stream], resume: Any, partitioned: bool, where:
             f"workers: it resumes only on {restored.peers} workers (this run has {peers})")
 
 
+@overload
 def from_aiter(
     scope: Scope[Stream],
     iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
@@ -328,8 +364,37 @@ def from_aiter(
     time: TimePolicy | None = None,
     batch_size: int = 1024,
     resume: str | Callable[[int], AsyncIterator[Any]] | None = None,
+    decode: None = None,
+    columnar: None = None,
     name: str = "AsyncIterator",
-) -> Stream:
+) -> Stream: ...
+
+
+@overload
+def from_aiter(
+    scope: Scope[Stream],
+    iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
+    *,
+    time: TimePolicy | None = None,
+    batch_size: int = 1024,
+    resume: str | Callable[[int], AsyncIterator[Any]] | None = None,
+    decode: str | None = None,
+    columnar: Any,
+    name: str = "AsyncIterator",
+) -> ColumnarStream: ...
+
+
+def from_aiter(
+    scope: Scope[Stream],
+    iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]],
+    *,
+    time: TimePolicy | None = None,
+    batch_size: int = 1024,
+    resume: str | Callable[[int], AsyncIterator[Any]] | None = None,
+    decode: str | None = None,
+    columnar: Any = None,
+    name: str = "AsyncIterator",
+) -> Any:
     """A stream of what an async iterator yields.
 
     ``iterator`` is one async iterator (read by worker 0 only), or a function
@@ -345,6 +410,12 @@ def from_aiter(
     after the snapshot, is not seen again); or a function ``n -> async iterator``
     of what follows the first ``n`` records (one iterator only). There is no default:
     a wrong guess would lose or repeat records silently.
+
+    Columns: with ``columnar=`` (a schema: column names to Polars types) the stream is a
+    :class:`~aiotimely.columnar.ColumnarStream`: each batch read becomes one Arrow batch, decoded in one call --
+    ``decode="json"`` or ``"msgpack"`` (the iterator yields ``bytes``, one object each), or ``decode=None``
+    (it yields tuples in column order, or dicts). ``time=ColumnTime("ts", lateness)`` takes event time from an
+    integer column, as a watermark (other policies time whole batches as they do records).
     """
     worker = scope.worker
     partitioned = callable(iterator) and not hasattr(iterator, "__anext__")
@@ -353,9 +424,28 @@ def from_aiter(
     _check_resume(resume, partitioned, where)
     _check_recovery(scope, resume, partitioned, where)
     policy = copy.copy(time) if partitioned and time is not None else time or EveryBatch()
+    if isinstance(policy, ColumnTime):
+        policy.watermark = copy.copy(policy.watermark)
+    if columnar is None:
+        if decode is not None or isinstance(policy, ColumnTime):
+            raise ValueError(f"from_aiter {where}: decode= and ColumnTime are for columns: give columnar=schema")
+        logic = AiterSource(iterator, policy, partitioned=partitioned, index=worker.index, peers=worker.peers,
+                            batch_size=batch_size, resume=resume, where=where)
+        return source(scope, name, logic.run)
+    from ..columnar import ColumnarStream
+    from ..columnar.decode import BatchMaker, check_decode
+
+    schema = check_decode(decode, columnar, f"from_aiter {where}") if decode is not None else None
+    if schema is None:
+        from ..columnar import as_schema
+
+        schema = as_schema(columnar)
+    if isinstance(policy, ColumnTime):
+        column = policy.column
+        policy.watermark.check(list(schema.items()), column in schema and schema[column].is_integer())
     logic = AiterSource(iterator, policy, partitioned=partitioned, index=worker.index, peers=worker.peers,
-                        batch_size=batch_size, resume=resume, where=where)
-    return source(scope, name, logic.run)
+                        batch_size=batch_size, resume=resume, where=where, columns=BatchMaker(decode, schema))
+    return ColumnarStream(source(scope, name, logic.run), schema)
 
 
 def to_async(

@@ -34,10 +34,10 @@ class Batches:
     """The records read (:attr:`records`), sent at their times by :meth:`flush`; the capability and the part's low
     time then follow the policy's current time."""
 
-    __slots__ = ("output", "cap", "part", "policy", "positions", "every", "records")
+    __slots__ = ("output", "cap", "part", "policy", "positions", "every", "records", "columns")
 
     def __init__(self, output: OperatorOutput, cap: Capability, part: SourcePart, policy: TimePolicy,
-                 positions: SourcePositions) -> None:
+                 positions: SourcePositions, columns: Callable[[list[Any]], Any] | None = None) -> None:
         self.output = output
         self.cap = cap
         self.part = part
@@ -46,6 +46,8 @@ class Batches:
         self.every = positions.every
         self.records: list[Any] = []
         """Read and not yet sent (one list, emptied by each flush)."""
+        self.columns = columns
+        """A columnar source's maker of one Arrow batch from records read (``None``: records go as they are)."""
 
     def flush(self) -> None:
         """Send the records read, grouped by the policy's times (remembered for snapshots while they may be cut
@@ -53,14 +55,26 @@ class Batches:
         records, part, every = self.records, self.part, self.every
         if records:
             part.position += len(records)
-            cap, output = self.cap, self.output
+            cap, output, columns = self.cap, self.output, self.columns
             for t, group in self.policy.times(records):
                 with cap.delayed(t) as at_t:
-                    output.session(at_t).give_many(group)
+                    if columns is None:
+                        output.session(at_t).give_many(group)
+                    else:
+                        self.give_columns(at_t, group)
                 if every is not None:
                     part.sent(t, group)
             records.clear()
         self.follow()
+
+    def give_columns(self, at: Capability, group: list[Any]) -> None:
+        """A columnar source's records as one Arrow batch (a column-time policy's watermark then follows it)."""
+        assert self.columns is not None
+        batch = self.columns(group)
+        self.output.session(at).give_container(batch)
+        saw = getattr(self.policy, "saw", None)
+        if saw is not None:
+            saw(batch.frame)
 
     def follow(self) -> None:
         """Move the part's low time (reporting the snapshots it passes) and the capability to the policy's
@@ -165,11 +179,12 @@ class Reader:
 class AiterSource:
     """The logic of a ``from_aiter`` source on one worker: ``source(scope, name, AiterSource(...).run)``."""
 
-    __slots__ = ("iterator", "policy", "partitioned", "index", "peers", "batch_size", "resume", "where")
+    __slots__ = ("iterator", "policy", "partitioned", "index", "peers", "batch_size", "resume", "where", "columns")
 
     def __init__(self, iterator: AsyncIterator[Any] | Callable[[int, int], AsyncIterator[Any]], policy: TimePolicy,
                  *, partitioned: bool, index: int, peers: int, batch_size: int,
-                 resume: str | Callable[[int], AsyncIterator[Any]] | None, where: str) -> None:
+                 resume: str | Callable[[int], AsyncIterator[Any]] | None, where: str,
+                 columns: Callable[[list[Any]], Any] | None = None) -> None:
         self.iterator = iterator
         self.policy = policy
         self.partitioned = partitioned
@@ -178,6 +193,7 @@ class AiterSource:
         self.batch_size = batch_size
         self.resume = resume
         self.where = where
+        self.columns = columns
 
     async def run(self, output: OperatorOutput, cap: Capability) -> None:
         """Read the iterator (if this worker reads one) to its end or a stop, then end the source."""
@@ -194,8 +210,8 @@ class AiterSource:
         resumed = part.number in positions.restored
         again = positions.resume(part, start)
         cap.downgrade(max(cap.time, start, policy.start()))
-        send_again(output, cap, again)
-        batches = Batches(output, cap, part, policy, positions)
+        batches = Batches(output, cap, part, policy, positions, self.columns)
+        send_again(output, cap, again, self.columns)
         try:
             if resumed:
                 it = await self._read_on(it, part.position)

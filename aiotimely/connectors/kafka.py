@@ -33,7 +33,7 @@ tests drive them by hand.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, overload
 from zlib import crc32
 
 from ..comm.codec import register_type
@@ -43,6 +43,7 @@ from .aiter import LATE_POLICIES
 from .kafka_source import KafkaClient, KafkaSource, record_times
 
 if TYPE_CHECKING:
+    from ..columnar import ColumnarStream
     from ..dataflow import Capability, InputPort, OperatorOutput, ProbeHandle
     from ..scope import Scope
     from ..stream import Stream
@@ -70,6 +71,7 @@ def _aiokafka() -> Any:
     return aiokafka
 
 
+@overload
 def source(
     scope: Scope[Stream],
     bootstrap: str,
@@ -87,9 +89,64 @@ def source(
     poll_ms: int = 100,
     idle_timeout: float | None = None,
     stop: asyncio.Event | None = None,
+    decode: None = None,
+    columnar: None = None,
     name: str = "KafkaSource",
-) -> Stream:
+) -> Stream: ...
+
+
+@overload
+def source(
+    scope: Scope[Stream],
+    bootstrap: str,
+    topic: str,
+    *,
+    group_id: str,
+    time: str | Callable[[KafkaRecord], int] = "poll",
+    offset_bucket: int = 1,
+    lateness: int = 0,
+    late: str = "drop",
+    commit: ProbeHandle | None = None,
+    commit_interval: float = 0.5,
+    partitions: list[int] | None = None,
+    max_records: int = 10_000,
+    poll_ms: int = 100,
+    idle_timeout: float | None = None,
+    stop: asyncio.Event | None = None,
+    decode: str,
+    columnar: Any,
+    name: str = "KafkaSource",
+) -> ColumnarStream: ...
+
+
+def source(
+    scope: Scope[Stream],
+    bootstrap: str,
+    topic: str,
+    *,
+    group_id: str,
+    time: str | Callable[[KafkaRecord], int] = "poll",
+    offset_bucket: int = 1,
+    lateness: int = 0,
+    late: str = "drop",
+    commit: ProbeHandle | None = None,
+    commit_interval: float = 0.5,
+    partitions: list[int] | None = None,
+    max_records: int = 10_000,
+    poll_ms: int = 100,
+    idle_timeout: float | None = None,
+    stop: asyncio.Event | None = None,
+    decode: str | None = None,
+    columnar: Any = None,
+    name: str = "KafkaSource",
+) -> Any:
     """A stream of :class:`KafkaRecord` s from ``topic``; see the module's description.
+
+    With ``decode="json"`` or ``"msgpack"`` and ``columnar=`` (a schema: column names to Polars types; needs
+    the ``columnar`` extra) it is a :class:`~aiotimely.columnar.ColumnarStream` instead: the values of the
+    records a partition's poll gives at a time are decoded in one call into one Arrow batch (a ``None`` value is
+    a row of nulls), at the times ``time=`` gives as for records (a function of the :class:`KafkaRecord`, or its
+    timestamp, with ``lateness`` and ``late=``); what a snapshot kept is decoded again on resume.
 
     The source ends when ``stop`` is set, after ``idle_timeout`` seconds with no
     record, or when the computation is asked to stop (Ctrl-C, SIGTERM: see docs/cli.md);
@@ -110,12 +167,33 @@ def source(
         return (f"kafka.source {name!r} (topic {topic!r}, partition {partition}) in {scope.describe()}, "
                 f"worker {worker.index}")
 
+    columns = _columns(decode, columnar, f"kafka.source {name!r} in {scope.describe()}")
     logic = KafkaSource(KafkaClient(aiokafka, bootstrap, topic, group_id),
                         record_times(time, offset_bucket, lateness, late, where), worker=worker, partitions=partitions,
                         record_type=KafkaRecord, max_records=max_records, poll_ms=poll_ms, bunch=_BUNCH, probe=commit,
                         commit_interval=commit_interval, idle_timeout=idle_timeout, stop=stop, clock=sources.CLOCK,
-                        name=name)
-    return _source(scope, name, logic.run)
+                        name=name, columns=columns)
+    stream = _source(scope, name, logic.run)
+    if columns is None:
+        return stream
+    from ..columnar import ColumnarStream
+
+    return ColumnarStream(stream, columns.schema)
+
+
+def _columns(decode: str | None, columnar: Any, where: str) -> Any:
+    """The maker of a columnar source's batches (``None`` for a stream of records), checked as it is built."""
+    if decode is None and columnar is None:
+        return None
+    if decode is None:
+        raise ValueError(f"{where}: columnar= decodes the records' values: give decode='json' or 'msgpack' too")
+    from ..columnar.decode import BatchMaker, check_decode
+
+    return BatchMaker(decode, check_decode(decode, columnar, where), value=_value)
+
+
+def _value(record: KafkaRecord) -> bytes | None:
+    return record.value
 
 
 _BUNCH = 256

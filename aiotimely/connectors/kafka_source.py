@@ -250,22 +250,33 @@ class TimedOutput:
     before them), notes per partition the latest time sent in a poll (for the commits' checkpoints), and moves the
     parts' low times and the capability on after each poll."""
 
-    __slots__ = ("output", "cap", "positions", "every", "latest")
+    __slots__ = ("output", "cap", "positions", "every", "latest", "columns")
 
-    def __init__(self, output: OperatorOutput, cap: Capability, positions: SourcePositions) -> None:
+    def __init__(self, output: OperatorOutput, cap: Capability, positions: SourcePositions,
+                 columns: Callable[[list[Any]], Any] | None = None) -> None:
         self.output = output
         self.cap = cap
         self.positions = positions
         self.every = positions.every
         self.latest: dict[int, int] = {}
         """Per partition, the latest time sent since :meth:`take_latest`."""
+        self.columns = columns
+        """A columnar source's maker of one Arrow batch of the records of a time (``None``: records go as they
+        are)."""
+
+    def give(self, at: Capability, group: list[Any]) -> None:
+        """Send ``group`` at ``at``'s time: the records, or one Arrow batch of them."""
+        if self.columns is None:
+            self.output.session(at).give_many(group)
+        else:
+            self.output.session(at).give_container(self.columns(group))
 
     def send(self, part: SourcePart, times: Timed) -> None:
         """Send ``part``'s records, grouped by time (earliest first), now."""
-        output, cap, every = self.output, self.cap, self.every
+        cap, every = self.cap, self.every
         for t, group in times:
             with cap.delayed(t) as at_t:
-                output.session(at_t).give_many(group)
+                self.give(at_t, group)
             if every is not None:
                 part.sent(t, group)
         self.latest[part.number] = times[-1][0]
@@ -281,10 +292,10 @@ class TimedOutput:
                     part.sent(t, group)
             if times:  # (none if every record of the partition's poll was late, and dropped)
                 self.latest[part.number] = max(t for t, _ in times)
-        output, cap = self.output, self.cap
+        cap = self.cap
         for t in sorted(groups):
             with cap.delayed(t) as at_t:
-                output.session(at_t).give_many(groups[t])
+                self.give(at_t, groups[t])
 
     def take_latest(self) -> dict[int, int]:
         """The latest time sent per partition since the last call."""
@@ -476,12 +487,13 @@ class KafkaSource:
     until ``stop`` is set, the computation is asked to stop, or it has been idle for ``idle_timeout``."""
 
     __slots__ = ("client", "times", "worker", "partitions", "record_type", "max_records", "poll_ms", "bunch", "probe",
-                 "commit_interval", "idle_timeout", "stop", "clock", "name")
+                 "commit_interval", "idle_timeout", "stop", "clock", "name", "columns")
 
     def __init__(self, client: KafkaClient, times: RecordTimes, *, worker: WorkerHandle,
                  partitions: list[int] | None, record_type: type[tuple[Any, ...]], max_records: int, poll_ms: int,
                  bunch: int, probe: ProbeHandle | None, commit_interval: float, idle_timeout: float | None,
-                 stop: asyncio.Event | None, clock: Clock, name: str) -> None:
+                 stop: asyncio.Event | None, clock: Clock, name: str,
+                 columns: Callable[[list[Any]], Any] | None = None) -> None:
         self.client = client
         self.times = times
         self.worker = worker
@@ -496,6 +508,8 @@ class KafkaSource:
         self.stop = stop
         self.clock = clock
         self.name = name
+        self.columns = columns
+        """A columnar source's maker of one Arrow batch of records (``None``: a stream of records)."""
 
     async def run(self, output: OperatorOutput, cap: Capability) -> None:
         """Assign this worker its partitions, start each where it left off, send again what the snapshot kept,
@@ -514,8 +528,8 @@ class KafkaSource:
                 return
             assignment.assign(parts)
             cap.downgrade(start)
-            send_again(output, cap, await assignment.start(parts, positions, start))
-            out = TimedOutput(output, cap, positions)
+            send_again(output, cap, await assignment.start(parts, positions, start), self.columns)
+            out = TimedOutput(output, cap, positions, self.columns)
             commits = OffsetCommits(self.client, consumer, self.probe, positions, self.clock, self.commit_interval)
             fetch = Fetch(consumer, list(assignment.tps.values()), {p.number: p for p in parts}, self.times, out,
                           self.record_type, max_records=self.max_records, poll_ms=self.poll_ms, bunch=self.bunch)

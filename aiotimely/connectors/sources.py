@@ -11,7 +11,7 @@ them by hand instead of sleeping.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..worker.clock import MONOTONIC, Clock
 
@@ -25,12 +25,22 @@ CLOCK: Clock = MONOTONIC
 """The clock a source or time policy made now reads (a test sets a ``ManualClock`` here)."""
 
 
-def send_again(output: OperatorOutput, cap: Capability, again: list[tuple[int, Any]]) -> None:
+def send_again(output: OperatorOutput, cap: Capability, again: list[tuple[int, Any]],
+               columns: Callable[[list[Any]], Any] | None = None) -> None:
     """Send the records a snapshot kept (``(time, record)``: sent before the position it resumes from, at times
-    from the snapshot's on), earliest time first, each at its time."""
-    for t, record in sorted(again, key=_time_of):
+    from the snapshot's on), earliest time first, each at its time; a columnar source's as one batch per time,
+    made by ``columns`` (what it read is decoded again)."""
+    if columns is None:
+        for t, record in sorted(again, key=_time_of):
+            with cap.delayed(t) as at_t:
+                output.session(at_t).give(record)
+        return
+    by_time: dict[int, list[Any]] = {}
+    for t, record in again:
+        by_time.setdefault(t, []).append(record)
+    for t in sorted(by_time):
         with cap.delayed(t) as at_t:
-            output.session(at_t).give(record)
+            output.session(at_t).give_container(columns(by_time[t]))
 
 
 def _time_of(timed: tuple[int, Any]) -> int:

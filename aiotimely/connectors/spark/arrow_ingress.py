@@ -5,6 +5,12 @@ each under its attempt's token; the driver's commit releases the one attempt per
 partition that counts into the dataflow at time ``batchId`` and moves the time past
 it; an abort, or the end of the stream, discards what is staged. The protocol, and
 Spark's side of it, is :mod:`.datasource`'s.
+
+How a committed micro-batch enters is a :class:`_Release`: as records at time ``batchId``
+(:meth:`ArrowIngress.stream`), or as columnar batches (:meth:`ArrowIngress.columnar`) at
+``batchId`` or, with an event-time column, at the watermark (the latest event time
+committed minus the lateness, :class:`aiotimely.columnar.decode.Watermark`), which the
+capability follows after each micro-batch.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import importlib
 import logging
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ...comm.framing import Frame
 from ...comm.link import Link
@@ -24,11 +30,12 @@ from .datasource import BATCH, SCHEMA
 from .wire import Endpoint, WireConnection, refuse_recovery, reply
 
 if TYPE_CHECKING:
+    from ...columnar import ColumnarStream
     from ...dataflow import Capability, OperatorOutput
     from ...scope import Scope
     from ...stream import Stream
 
-__all__ = ["ArrowIngress", "RECORDS"]
+__all__ = ["ArrowIngress", "RECORDS", "BATCH_ROWS"]
 
 log = logging.getLogger("aiotimely.connectors.spark_datasource")  # named as before the package
 
@@ -36,6 +43,9 @@ RECORDS = ("tuples", "dicts", "arrow")
 """What a record is in the stream of an :class:`ArrowIngress`."""
 YIELD_EVERY = 16384
 """Rows the ingress hands to the dataflow before it lets the worker run the rest of the dataflow."""
+BATCH_ROWS = 100_000
+"""About how many rows :meth:`ArrowIngress.columnar` gathers into one batch, from Spark's record batches of a
+micro-batch (10,000 rows each by default)."""
 
 
 def _pyarrow() -> Any:
@@ -225,6 +235,120 @@ def _records(record_batch: Any, records: str) -> Any:
     return list(zip(*[column.to_pylist() for column in record_batch.columns], strict=True))
 
 
+class _Release:
+    """How a committed micro-batch enters the dataflow, and where the time moves after it."""
+
+    async def hand_in(self, output: OperatorOutput, cap: Capability, batch: int, attempts: list[_Attempt]) -> None:
+        raise NotImplementedError
+
+
+class _ByBatchId(_Release):
+    """Rows as records (tuples, dicts or whole record batches) at time ``batchId``; then the time passes it."""
+
+    def __init__(self, give: Callable[[OperatorOutput, Capability, Any], None]) -> None:
+        self.give = give
+
+    async def hand_in(self, output: OperatorOutput, cap: Capability, batch: int, attempts: list[_Attempt]) -> None:
+        with cap.delayed(batch) as at_batch:
+            given = 0
+            for attempt in attempts:
+                for record_batch in attempt.batches:
+                    self.give(output, at_batch, record_batch)
+                    given += record_batch.num_rows
+                    if given >= YIELD_EVERY:
+                        given = 0
+                        await asyncio.sleep(0)  # let the dataflow take what was given
+        cap.downgrade(batch + 1)
+
+
+def _gathered(attempts: list[_Attempt], rows: int) -> Iterator[list[Any]]:
+    """The record batches of a micro-batch's attempts, in runs of about ``rows`` rows (at least one batch each)."""
+    run: list[Any] = []
+    count = 0
+    for attempt in attempts:
+        for record_batch in attempt.batches:
+            run.append(record_batch)
+            count += record_batch.num_rows
+            if count >= rows:
+                yield run
+                run, count = [], 0
+    if run:
+        yield run
+
+
+class _Columns(_Release):
+    """Record batches as :class:`~aiotimely.columnar.ArrowBatch` es (a run of them as one Polars frame of their
+    chunks: no copy), checked against the declared schema (``None``: none declared)."""
+
+    def __init__(self, rows: int, schema: Any) -> None:
+        self.rows = rows
+        self.schema = schema
+        self._checked: Any = None   # the last Arrow schema found to match (Spark sends one per query)
+
+    def batch(self, run: list[Any]) -> Any:
+        from ...columnar import ArrowBatch
+
+        arrow_schema = run[0].schema
+        if len(run) == 1:
+            made = ArrowBatch(run[0])
+        else:
+            import polars as pl
+
+            frame = pl.from_arrow(_pyarrow().Table.from_batches(run), rechunk=False)
+            assert isinstance(frame, pl.DataFrame)
+            made = ArrowBatch(frame)
+        if self.schema is not None and arrow_schema is not self._checked:
+            if made.schema != self.schema:
+                raise TypeError(f"Spark sent columns {dict(made.schema)}, not the declared {dict(self.schema)}")
+            self._checked = arrow_schema
+        return made
+
+    async def give(self, output: OperatorOutput, at: Capability, attempts: list[_Attempt]) -> None:
+        session = output.session(at)
+        for run in _gathered(attempts, self.rows):
+            session.give_container(self.batch(run))
+            await asyncio.sleep(0)  # let the dataflow take what was given
+
+
+class _ColumnsByBatchId(_Columns):
+    """Columnar batches at time ``batchId``; then the time passes it."""
+
+    async def hand_in(self, output: OperatorOutput, cap: Capability, batch: int, attempts: list[_Attempt]) -> None:
+        with cap.delayed(batch) as at_batch:
+            await self.give(output, at_batch, attempts)
+        cap.downgrade(batch + 1)
+
+
+class _AtWatermark(_Columns):
+    """Columnar batches at the watermark of event-time column ``watermark.column``; after each micro-batch the
+    time moves to the new watermark."""
+
+    def __init__(self, watermark: Any, rows: int, schema: Any) -> None:
+        super().__init__(rows, schema)
+        self.watermark = watermark
+        self._checked_time: Any = None
+
+    async def hand_in(self, output: OperatorOutput, cap: Capability, batch: int, attempts: list[_Attempt]) -> None:
+        from ...columnar.decode import column_max
+
+        watermark = self.watermark
+        record_batches = [b for a in attempts for b in a.batches]
+        if record_batches and record_batches[0].schema is not self._checked_time:
+            arrow_schema = record_batches[0].schema
+            types = [(f.name, f.type) for f in arrow_schema]
+            column = watermark.column
+            integer = column in arrow_schema.names and _pyarrow().types.is_integer(arrow_schema.field(column).type)
+            watermark.check(types, integer)
+            self._checked_time = arrow_schema
+        if cap.time < watermark.current:
+            cap.downgrade(watermark.current)
+        await self.give(output, cap, attempts)
+        latest = column_max(record_batches, watermark.column) if record_batches else None
+        now = watermark.saw(latest)
+        if now > cap.time:
+            cap.downgrade(now)
+
+
 class ArrowIngress:
     """The aiotimely end of ``format("aiotimely")``: a source listening at ``address`` (on worker 0).
 
@@ -260,6 +384,46 @@ class ArrowIngress:
 
     def stream(self, scope: Scope[Stream]) -> Stream:
         """The stream of what Spark commits, each epoch's rows at time ``batchId``; worker 0 listens."""
+        records = self.records
+
+        def hand_in(output: OperatorOutput, at_batch: Capability, record_batch: Any) -> None:
+            output.session(at_batch).give_many(_records(record_batch, records))
+
+        return self._source(scope, _ByBatchId(hand_in))
+
+    def columnar(self, scope: Scope[Stream], *, time: str | None = None, lateness: int = 0, schema: Any = None,
+                 rows: int = BATCH_ROWS) -> ColumnarStream:
+        """What Spark commits as a columnar stream (:class:`~aiotimely.columnar.ColumnarStream`): Spark's Arrow
+        record batches go on as :class:`~aiotimely.columnar.ArrowBatch` es, with no step per row (those of a
+        micro-batch gathered into batches of about ``rows`` rows, without copying); worker 0 listens.
+
+        Without ``time``, each micro-batch at time ``batchId``, as :meth:`stream`. With ``time="ts"`` (an integer
+        column: event time), as Spark's ``withWatermark("ts", lateness)``: each micro-batch goes at the current
+        *watermark*, and once it is in, the watermark moves to the latest ``ts`` committed so far minus
+        ``lateness`` (never back; it starts at 0). So a ``window(..., time="ts")`` downstream closes a window as
+        soon as the watermark passes its end -- while Spark goes on sending -- and a row whose window ended at or
+        before the watermark is late there (its ``late=`` policy). ``schema``: the columns Spark sends (a mapping
+        of names to Polars types, or a pyarrow schema), so that operators check their expressions as the
+        dataflow is built; each micro-batch is checked against it.
+        """
+        from ...columnar import ColumnarStream, as_schema
+        from ...columnar.decode import Watermark
+
+        if type(rows) is not int or rows < 1:
+            raise ValueError(f"{self.name}: rows must be a positive int, not {rows!r}")
+        columns = None if schema is None else as_schema(schema)
+        if time is not None:
+            watermark = Watermark(time, lateness)
+            if columns is not None:
+                watermark.check(list(columns.items()), columns[time].is_integer() if time in columns else False)
+            release: _Release = _AtWatermark(watermark, rows, columns)
+        else:
+            if lateness:
+                raise ValueError(f"{self.name}: lateness is for event time: give time=\"ts\" too")
+            release = _ColumnsByBatchId(rows, columns)
+        return ColumnarStream(self._source(scope, release), columns)
+
+    def _source(self, scope: Scope[Stream], release: _Release) -> Stream:
         worker = scope.worker
         if worker.index in self._workers:
             raise RuntimeError(f"{self.name}: an ArrowIngress feeds one stream (on each worker); make one per "
@@ -267,7 +431,7 @@ class ArrowIngress:
         refuse_recovery(scope, f"the Spark ingress {self.name!r}", "Spark counts an epoch delivered once its commit "
                         "is acknowledged, before a snapshot keeps its rows, so a crash would lose them")
         self._workers.add(worker.index)
-        state, records = self._state, self.records
+        state = self._state
 
         async def logic(output: OperatorOutput, cap: Capability) -> None:
             if worker.index != 0:
@@ -284,16 +448,7 @@ class ArrowIngress:
                     state.end()
                 while (item := await state.next_release()) is not None:
                     batch, attempts = item
-                    with cap.delayed(batch) as at_batch:
-                        given = 0
-                        for attempt in attempts:
-                            for record_batch in attempt.batches:
-                                output.session(at_batch).give_many(_records(record_batch, records))
-                                given += record_batch.num_rows
-                                if given >= YIELD_EVERY:
-                                    given = 0
-                                    await asyncio.sleep(0)  # let the dataflow take what was given
-                    cap.downgrade(batch + 1)
+                    await release.hand_in(output, cap, batch, attempts)
                     state.handed_in()
             finally:
                 server.close()

@@ -52,10 +52,11 @@ from ...comm.framing import Kind, encode_frame
 from ...comm.link import Link
 from ...comm.tls import TLSOption
 from ...errors import ClusterError
-from .records import ROWS, as_offset, pack
+from .records import ARROW, ARROW_CHUNK, ROWS, arrow_chunks, as_offset, pack
 from .wire import Endpoint, WireConnection, refuse_recovery, reply
 
 if TYPE_CHECKING:
+    from ...columnar import ColumnarStream
     from ...dataflow import Capability, InputPort, OperatorOutput
     from ...progress.frontier import Antichain
     from ...stream import Stream
@@ -94,6 +95,8 @@ class _Published:
         self.max_time: int | None = None
         self.final = False
         self.final_committed = False
+        self.columnar: bool | None = None
+        """Whether the records are columnar batches (served as Arrow IPC), once the first batch came."""
         self.address = "?"
         self.changed = asyncio.Event()
         self.wake: Callable[[], None] = lambda: None   # activates the operator
@@ -122,14 +125,23 @@ class _Published:
         self.base = self.complete = min(times) if times else 0
         self._update()
 
-    def add(self, time: Any, batch: list[Any]) -> None:
+    def add(self, time: Any, batch: Any) -> None:
         time = self._time(time, "the time")
+        columnar = type(batch) is not list and hasattr(batch, "to_ipc")
+        if self.columnar is None:
+            self.columnar = columnar
+        elif self.columnar != columnar:
+            raise TypeError(f"{self.name}: a publisher serves records or columnar batches, not both: it got a "
+                            f"{type(batch).__name__} after {'ArrowBatch' if self.columnar else 'list'} batches")
         chunks = self.times.get(time)
         if chunks is None:
             chunks = self.times[time] = []
-        for i in range(0, len(batch), CHUNK):
-            chunk = batch[i:i + CHUNK]
-            chunks.append((len(chunk), pack(chunk)))
+        if columnar:
+            chunks.extend(arrow_chunks(time, batch, ARROW_CHUNK))
+        else:
+            for i in range(0, len(batch), CHUNK):
+                chunk = batch[i:i + CHUNK]
+                chunks.append((len(chunk), pack(chunk)))
         self.held += len(batch)
         self.peak_held = max(self.peak_held, self.held)
         if self.max_time is None or time > self.max_time:
@@ -191,7 +203,7 @@ class _Published:
         payloads = []
         k = 0
         for t in self.times.irange(start, end, inclusive=(True, False)):
-            head = b"\x92" + pack(t)                      # [time, records]: a 2-array, then the packed chunk
+            head = b"" if self.columnar else b"\x92" + pack(t)  # [time, records]: a 2-array, then the packed chunk
             for n, packed in self.times[t]:
                 if k % count == index:
                     payloads.append((n, head + packed))
@@ -241,21 +253,22 @@ class _Connection(WireConnection):
             elif kind == "read":
                 start, end, index, count = (int(v) for v in message[1:5])
                 payloads = state.chunks(start, end, index, count)
-                self.spawn(self._send(link, payloads), f"{state.name}: serving a read of [{start}, {end})")
+                channel = ARROW if state.columnar else ROWS
+                self.spawn(self._send(link, payloads, channel), f"{state.name}: serving a read of [{start}, {end})")
             else:
                 raise ValueError(f"unknown request {kind!r}")
         except _Refused as e:
             log.warning("%s: refused a reader's %r: %s", state.name, kind, e)
             _reply(link, "error", str(e))
 
-    async def _send(self, link: Link, payloads: list[tuple[int, bytes]]) -> None:
+    async def _send(self, link: Link, payloads: list[tuple[int, bytes]], channel: int) -> None:
         """The chunks, then ``end``; waits while the connection's write buffer is full (a slow reader)."""
         for _, payload in payloads:
             if link.congested():
                 await asyncio.shield(link.writable)
             if link.closed.done():
                 return
-            link.send(encode_frame(Kind.DATA, payload, channel=ROWS))
+            link.send(encode_frame(Kind.DATA, payload, channel=channel))
         self.state.rows_served += sum(n for n, _ in payloads)
         self.state._update()
         _reply(link, "end", len(payloads))
@@ -267,7 +280,7 @@ def _announce(ready: asyncio.Future[str] | concurrent.futures.Future[str] | None
 
 
 def publish_to_spark(
-    stream: Stream,
+    stream: Stream | ColumnarStream,
     address: str = "127.0.0.1:0",
     *,
     secret: str | bytes | None = None,
@@ -277,7 +290,7 @@ def publish_to_spark(
     statistics: dict[str, Any] | None = None,
     name: str = "SparkPublisher",
     tls: TLSOption = None,
-) -> Stream:
+) -> Any:
     """Serve the records of ``stream`` to Spark, each time once it is complete (on worker 0, at ``address``).
 
     Spark reads them with the ``aiotimely`` data source (:func:`aiotimely.connectors.spark.datasource.register`,
@@ -297,8 +310,17 @@ def publish_to_spark(
     frontier stays at the earliest time Spark has not committed. With ``tls`` (a
     :class:`~aiotimely.comm.tls.TLSConfig`; default ``AIOTIMELY_TLS_*``; ``False``: none)
     only TLS readers are served (``spark.datasource.register(spark, tls=...)``).
+
+    A columnar stream (:class:`~aiotimely.columnar.ColumnarStream`) is served as Arrow: its batches are kept as
+    Arrow IPC chunks and Spark's reader hands them to Spark as record batches (cast to the query's schema), with
+    no step per row on either side; the stream returned is then columnar too.
     """
-    refuse_recovery(stream.scope, f"the Spark publisher {name!r}", "the records Spark has not committed are not in "
+    columns: Any = _RECORDS
+    records: Stream = stream  # type: ignore[assignment]
+    if type(stream).__name__ == "ColumnarStream" and hasattr(stream, "schema"):
+        columns, records = stream.schema, getattr(stream, "stream")  # noqa: B009 - any ColumnarStream
+    stream = records
+    refuse_recovery(records.scope, f"the Spark publisher {name!r}", "the records Spark has not committed are not in "
                     "the snapshots, so a resumed dataflow would not serve the times before its snapshot again")
     endpoint = Endpoint(address, secret, "the aiotimely Spark reader", tls)
     if max_pending < 1:
@@ -310,7 +332,7 @@ def publish_to_spark(
             cap.drop()
             async for _ in input.activations():
                 for time, batch in input.drain():
-                    output.session(time).give_many(batch)
+                    _give(output.session(time), batch)
             return
         state = _Published(name, max_pending, statistics)
         state.start(input.frontier)
@@ -351,7 +373,7 @@ def publish_to_spark(
                         break
                     time, batch = taken
                     state.add(time.time, batch)
-                    output.session(time).give_many(batch)
+                    _give(output.session(time), batch)
                     took = True
             state.finish()
             deadline = None if end_timeout is None else loop.time() + end_timeout
@@ -375,5 +397,32 @@ def publish_to_spark(
                     link.transport.close()          # what was written (a last reply) still goes out
             state._update()
 
-    result: Stream = stream.unary_frontier(logic, exchange=lambda record: 0, name=name)
+    result: Stream = records.unary_frontier(logic, exchange=_ToWorker0(), name=name)
+    if columns is not _RECORDS:
+        from ...columnar import ColumnarStream
+
+        return ColumnarStream(result, columns)
     return result
+
+
+_RECORDS = object()
+
+
+class _ToWorker0:
+    """The publisher's exchange: every record to worker 0; a columnar batch whole, in one call."""
+
+    __slots__ = ()
+
+    def routes(self, batch: Any, peers: int) -> list[int]:
+        return [0] * len(batch)
+
+    def __call__(self, record: Any) -> int:
+        return 0
+
+
+def _give(session: Any, batch: Any) -> None:
+    """Pass a batch on: a list's records, or a columnar batch whole."""
+    if type(batch) is list:
+        session.give_many(batch)
+    else:
+        session.give_container(batch)

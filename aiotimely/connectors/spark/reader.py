@@ -25,7 +25,7 @@ from ...comm.handshake import HandshakeError
 from ...comm.link import parse_address
 from ...comm.tls import TLSConfig, TLSOption, connect_blocking, resolve
 from ...errors import ClusterError
-from .records import ROWS, as_offset, pack, parse_offset, unpack
+from .records import ARROW, ROWS, arrow_chunk, as_offset, pack, parse_offset, unpack
 from .session import spark_classes
 from .wire import CONTROL, WireClient, client_context, ship_secret, tls_refusal
 
@@ -106,6 +106,10 @@ class _Client(WireClient):
                 chunks += 1
                 yield time, records
                 continue
+            if frame.channel == ARROW:                  # a columnar chunk: (time, a pyarrow Table)
+                chunks += 1
+                yield arrow_chunk(frame.payload)
+                continue
             reply = self._control(frame)
             if reply[0] != "end" or reply[1] != chunks:
                 raise ClusterError(f"the aiotimely publisher at {self.address} ended a read oddly: {reply!r}")
@@ -139,6 +143,7 @@ class _ReaderLogic:
         self.partition_count = int(options.get("numPartitions", "1"))
         if self.partition_count < 1:
             raise ValueError(f"numPartitions must be at least 1, not {self.partition_count}")
+        self.schema = schema
         self.fields: list[str] = list(schema.fieldNames() if hasattr(schema, "fieldNames") else schema)
         time_column = options.get("timeColumn")
         self.time_column: str | None = None if time_column is None else str(time_column)
@@ -239,13 +244,45 @@ class _ReaderLogic:
         n = self.partition_count
         return [partition((start_time, end_time, i, n)) for i in range(n)]
 
-    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: Any) -> Iterator[Any]:
         start, end, index, count = partition.value
         with self._connect() as client:
             row = self._row
             for time, records in client.read(start, end, index, count):
-                for record in records:
-                    yield row(time, record)
+                if isinstance(records, list):
+                    for record in records:
+                        yield row(time, record)
+                else:                                   # a columnar publisher's chunk: record batches for Spark
+                    yield from self._record_batches(time, records)
+
+    def _record_batches(self, time: int, table: Any) -> Iterator[Any]:
+        """A columnar chunk (a pyarrow ``Table``) at ``time`` as record batches of the query's Arrow schema: the
+        fields by name (``timeColumn`` gets the time), each cast to Spark's type, in one call per column."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        target = self._arrow_schema()
+        n = table.num_rows
+        columns = []
+        for field in target:
+            if field.name == self.time_column:
+                columns.append(pc.fill_null(pa.nulls(n, field.type), pa.scalar(time, field.type)))
+                continue
+            if field.name not in table.column_names:
+                raise ValueError(f"a columnar chunk at time {time} has no column {field.name!r} of the schema "
+                                 f"{self.fields}: its columns are {table.column_names}")
+            column = table.column(field.name)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        out = pa.Table.from_arrays(columns, schema=target)
+        yield from out.to_batches()
+
+    def _arrow_schema(self) -> Any:
+        """The Arrow schema Spark expects of a record batch ``read`` yields (as its Python data source has it)."""
+        schema = self.__dict__.get("_arrow")
+        if schema is None:
+            to_arrow_schema = importlib.import_module("pyspark.sql.pandas.types").to_arrow_schema
+            schema = self._arrow = to_arrow_schema(self.schema, timezone="UTC")
+        return schema
 
     def _row(self, time: int, record: Any) -> tuple[Any, ...]:
         fields, column = self.fields, self.time_column

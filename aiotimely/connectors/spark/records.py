@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import io
+import struct
 from typing import Any, Mapping
 
 import msgpack
 
-__all__ = ["ROWS", "pack", "unpack", "parse_offset", "as_offset"]
+__all__ = ["ROWS", "ARROW", "ARROW_CHUNK", "pack", "unpack", "parse_offset", "as_offset", "arrow_chunks",
+           "arrow_chunk"]
 
 ROWS = 1
 """A DATA frame's ``channel`` for ``[time, [record, ...]]`` (one chunk of one time); messages are on ``CONTROL``."""
+ARROW = 2
+"""A DATA frame's ``channel`` for one chunk of one time of a columnar stream: the time (8 bytes, little-endian,
+signed), then the rows as Arrow IPC stream bytes."""
+ARROW_CHUNK = 65_536
+"""Rows per chunk of a columnar stream (the unit the publisher keeps, sends in one frame and deals to Spark's
+partitions)."""
+_TIME = struct.Struct("<q")
 
 _DATETIME, _DATE, _DECIMAL = 1, 2, 3
 
@@ -63,3 +73,29 @@ def parse_offset(offset: Mapping[str, Any]) -> tuple[int, bool]:
 
 def as_offset(time: int, final: bool) -> dict[str, Any]:
     return {"time": time, "final": True} if final else {"time": time}
+
+
+def arrow_chunks(time: int, batch: Any, rows: int) -> list[tuple[int, bytes]]:
+    """A columnar batch (an :class:`~aiotimely.columnar.ArrowBatch`) at ``time`` as chunks of at most ``rows`` rows:
+    ``(rows, payload)``, each payload an :data:`ARROW` frame's (Arrow IPC, types Spark's Arrow reads)."""
+    import polars as pl
+
+    head = _TIME.pack(time)
+    frame = batch.frame
+    chunks = []
+    for start in range(0, frame.height, rows):
+        part = frame.slice(start, rows)
+        out = io.BytesIO()
+        out.write(head)
+        part.write_ipc_stream(out, compat_level=pl.CompatLevel.oldest())
+        chunks.append((part.height, out.getvalue()))
+    return chunks
+
+
+def arrow_chunk(payload: bytes) -> tuple[int, Any]:
+    """An :data:`ARROW` frame's payload: its time, and its rows as a pyarrow ``Table``."""
+    import pyarrow as pa
+
+    (time,) = _TIME.unpack_from(payload)
+    with pa.ipc.open_stream(pa.py_buffer(payload)[_TIME.size:]) as reader:
+        return time, reader.read_all()

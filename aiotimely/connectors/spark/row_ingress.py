@@ -197,4 +197,5 @@ def ingress(
                 statistics.update(replays_ignored=state.replays_ignored, attempts_discarded=state.attempts_discarded,
                                   epochs_delivered=len({e for e, _ in state.completed}))
 
-    return from_aiter(scope, rows(), time=policy, name=name)
+    stream: Stream = from_aiter(scope, rows(), time=policy, name=name)
+    return stream
