@@ -8,8 +8,7 @@ stream bytes, without a step per record.
 
 from __future__ import annotations
 
-import io
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence, overload
 
 import polars as pl
 
@@ -18,10 +17,12 @@ from ..dataflow.containers import Container, register_container
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowBatch", "ROUTE", "as_arrow"]
+__all__ = ["ArrowBatch", "ROUTE", "Whole", "as_arrow"]
 
 ROUTE = "__aiotimely_route__"
 """The name of the column that holds each row's route while a batch is partitioned (it never leaves)."""
+FILTER_PARTS = 4
+"""Up to this many parts, a batch splits by a filter per part; past it, by one ``partition_by``."""
 
 
 class ArrowBatch:
@@ -94,29 +95,67 @@ class ArrowBatch:
         return iter(self.frame.rows())
 
     def __getitem__(self, part: slice) -> ArrowBatch:
+        if self._record is not None:
+            return ArrowBatch(self._record[part])
         return ArrowBatch(self.frame[part])
 
     def copy(self) -> ArrowBatch:
         return self
 
     def partition(self, routes: Sequence[int], parts: int) -> list[Container]:
-        """Row ``i`` in part ``routes[i]``, in one vectorized split (the rows of each part keep their order)."""
+        """Row ``i`` in part ``routes[i]``, in one vectorized split (the rows of each part keep their order).
+
+        ``routes`` may be a list, a Polars ``Series`` (taken as it is: what a bulk key gives) or a :class:`Whole`;
+        a batch whose rows all go to one part is not split: that part is the batch itself."""
+        to: Any
+        if isinstance(routes, Whole):
+            to = routes.to
+        else:
+            series = routes if isinstance(routes, pl.Series) else pl.Series(ROUTE, routes, dtype=pl.UInt32)
+            to = series.min()
+            if to != series.max():
+                return self._split(series, parts)
+        if to is None:          # (no rows)
+            return [self] * parts
+        empty_batch = ArrowBatch(self.frame.clear())
+        return [self if i == to else empty_batch for i in range(parts)]
+
+    def _split(self, routes: pl.Series, parts: int) -> list[Container]:
+        """The rows split by route: a filter per part for a few parts (each a quick pass), one partition for
+        more (one slower pass)."""
         frame = self.frame
-        split = frame.with_columns(pl.Series(ROUTE, routes, dtype=pl.UInt32)).partition_by(
+        if parts <= FILTER_PARTS:
+            return [ArrowBatch(frame.filter(routes == to)) for to in range(parts)]
+        split = frame.with_columns(routes.cast(pl.UInt32).alias(ROUTE)).partition_by(
             ROUTE, as_dict=True, include_key=False, maintain_order=True)
         empty = frame.clear()
         return [ArrowBatch(split.get((to,), empty)) for to in range(parts)]
 
     def to_ipc(self) -> bytes:
-        """The batch as Arrow IPC stream bytes (what crosses processes)."""
-        buffer = self.frame.write_ipc_stream(None)
-        assert buffer is not None
-        return buffer.getvalue()
+        """The batch as Arrow IPC stream bytes (what crosses processes): written by PyArrow, one record batch per
+        chunk of the frame. Strings go as Arrow's (large) strings, not Polars' views: a view column shares the
+        buffers of the column it was filtered or sliced from, and would carry all of them."""
+        import pyarrow as pa
+
+        record = self._record
+        data = self.frame.to_arrow() if record is None else record
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, data.schema) as writer:
+            if record is None:
+                writer.write_table(data)
+            else:
+                writer.write_batch(data)
+        return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
     @staticmethod
     def from_ipc(data: bytes) -> ArrowBatch:
-        """A batch from Arrow IPC stream bytes."""
-        return ArrowBatch(pl.read_ipc_stream(io.BytesIO(data)))
+        """A batch from Arrow IPC stream bytes: its columns are read in place from ``data`` (kept alive by them),
+        not copied."""
+        import pyarrow as pa
+
+        frame = pl.from_arrow(pa.ipc.open_stream(pa.py_buffer(data)).read_all(), rechunk=False)
+        assert isinstance(frame, pl.DataFrame)
+        return ArrowBatch(frame)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return ArrowBatch.from_ipc, (self.to_ipc(),)
@@ -124,6 +163,32 @@ class ArrowBatch:
     def __repr__(self) -> str:
         columns = ", ".join(f"{name}: {dtype}" for name, dtype in self.schema.items())
         return f"ArrowBatch({len(self)} rows; {columns})"
+
+
+class Whole(Sequence[int]):
+    """The routes of a batch whose ``length`` rows all go to part ``to``: it is sent whole, not split."""
+
+    __slots__ = ("length", "to")
+
+    def __init__(self, length: int, to: int) -> None:
+        self.length = length
+        self.to = to
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self.to] * len(range(*index.indices(self.length)))
+        if not -self.length <= index < self.length:
+            raise IndexError(index)
+        return self.to
 
 
 def _record_batch(frame: pl.DataFrame) -> pa.RecordBatch:

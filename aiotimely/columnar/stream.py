@@ -111,6 +111,16 @@ class ColumnarStream:
         return ColumnarStream(batch_operator(self.stream, name, _same, exchange=KeyColumns(keys, name), passes=True),
                               self.schema)
 
+    def coalesce(self, rows: int | None = None, *, until: str = "frontier", name: str = "Coalesce") -> ColumnarStream:
+        """Small batches of one time merged into batches of at least ``rows`` rows (by default
+        :data:`~.coalesce.COALESCE_ROWS`, 65,536); a batch that big already passes as it is. What is held of a
+        time is sent once the input frontier passes that time (``until="frontier"``: a capability is held for it
+        meanwhile), or at the end of each activation (``until="activation"``). See :mod:`.coalesce`."""
+        from .coalesce import COALESCE_ROWS, coalesce_operator
+
+        merged = coalesce_operator(self.stream, COALESCE_ROWS if rows is None else rows, until, name)
+        return ColumnarStream(merged, self.schema)
+
     def broadcast(self) -> ColumnarStream:
         """Send every batch to every worker (the same immutable batch, not a copy, to those on this one)."""
         return ColumnarStream(broadcast(self.stream), self.schema)
@@ -146,6 +156,37 @@ class ColumnarStream:
         built = reduce_operator(self.stream, self.schema, aggs, key=key, time=time, lateness=lateness, late=late,
                                 name=name)
         return self._built(built, late != "drop")
+
+    # -- joins (docs/columnar.md, "Joins") ------------------------------------------------
+
+    def join(self, other: ColumnarStream, on: str | Sequence[str] | None = None, *,
+             left_on: str | Sequence[str] | None = None, right_on: str | Sequence[str] | None = None,
+             how: str = "inner", suffix: str = "_right", name: str = "Join") -> ColumnarStream:
+        """Rows of this stream and ``other`` with equal keys (columns ``on``, or ``left_on``/``right_on``) at the
+        same dataflow time, side by side as Polars' ``join`` gives them (right columns whose names clash get
+        ``suffix``), sent at that time as soon as both are there; a time's rows are forgotten once both
+        frontiers have passed it. Each side is exchanged by its key columns first; ``how="inner"`` only."""
+        from .join import JoinPlan, join_operator
+
+        plan = JoinPlan(self, other, on=on, left_on=left_on, right_on=right_on, how=how, suffix=suffix, name=name)
+        return ColumnarStream(join_operator(self, other, plan, name), plan.schema)
+
+    def interval_join(self, other: ColumnarStream, on: str | Sequence[str] | None = None, *, lower: int,
+                      upper: int, time: str | tuple[str | None, str | None] | None = None, lateness: int = 0,
+                      left_on: str | Sequence[str] | None = None, right_on: str | Sequence[str] | None = None,
+                      suffix: str = "_right", name: str = "IntervalJoin") -> ColumnarStream:
+        """Rows of this stream at event time ``t`` and of ``other`` at ``u`` with equal keys and
+        ``lower <= u - t <= upper``, side by side as for :meth:`join`, sent at ``max(t, u) + lateness`` once both
+        frontiers have passed it. ``time``: the integer event-time column of both sides, a ``(left, right)`` pair
+        of them, or ``None`` for the dataflow time; a row at dataflow time ``d`` with ``t < d - lateness`` is
+        late and dropped. Rows are kept (by key, in snapshots) until nothing they could meet can come."""
+        from .interval import IntervalPlan, interval_join_operator
+        from .join import JoinPlan
+
+        joined = JoinPlan(self, other, on=on, left_on=left_on, right_on=right_on, how="inner", suffix=suffix,
+                          name=name)
+        plan = IntervalPlan(joined, self, other, time=time, lower=lower, upper=upper, lateness=lateness)
+        return ColumnarStream(interval_join_operator(self, other, plan, name), joined.schema)
 
     # -- leaving columns, watching -------------------------------------------------------
 

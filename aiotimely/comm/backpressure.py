@@ -7,10 +7,15 @@
   consumer has taken the mailbox down to half; it is woken then. So a slow consumer
   holds back what feeds it, stage by stage up to the sources, and memory stays
   bounded whatever the consumer's speed.
-* Between processes: credits. A worker may send ``window`` batches on a channel to
-  a worker of another process before that worker's process returns credit for
-  them, which it does as its consumer takes them. Without credit the remote
-  endpoint is full, as above. Reading from the network never pauses, so progress
+* Between processes: credits, in batches and in bytes. A worker may send ``window``
+  batches, and ``window_bytes`` bytes of frames, on a channel to a worker of another
+  process before that worker's process returns credit for them, which it does as
+  its consumer takes them. Without credit of either kind the remote endpoint is
+  full, as above. The bytes are those of the frames' payloads (what both ends
+  see alike: a columnar batch's Arrow IPC bytes, a list's packed records), so a
+  channel of big columnar batches holds at most about ``window_bytes`` in flight
+  and in the receiving mailbox, whatever its batch count; lists of small records
+  meet the batch window first. Reading from the network never pauses, so progress
   (and heartbeats, and errors) are never held behind data.
 * Under both: while a link's write buffer is over its high-water mark the fabric
   is congested, and the workers finish their round and wait until it drains.
@@ -23,12 +28,13 @@ activation of each producer sends.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from .link import Link
 
-__all__ = ["BackPressure", "MAILBOX_HIGH", "MAILBOX_HIGH_BYTES", "CREDIT_WINDOW"]
+__all__ = ["BackPressure", "MAILBOX_HIGH", "MAILBOX_HIGH_BYTES", "CREDIT_WINDOW", "CREDIT_WINDOW_BYTES"]
 
 MAILBOX_HIGH = 64
 """Batches a mailbox holds before its producers wait."""
@@ -36,6 +42,9 @@ MAILBOX_HIGH_BYTES = 32 << 20
 """Bytes of containers (columnar batches) a mailbox holds before its producers wait."""
 CREDIT_WINDOW = 64
 """Batches a worker sends on a channel to a worker of another process before it waits for credit."""
+CREDIT_WINDOW_BYTES = 32 << 20
+"""Bytes of frames a worker sends on a channel to a worker of another process before it waits for credit
+(``AIOTIMELY_CREDIT_WINDOW_BYTES`` sets another, for every fabric made after)."""
 
 
 class BackPressure:
@@ -51,6 +60,7 @@ class BackPressure:
         mailbox_high: int = MAILBOX_HIGH,
         mailbox_high_bytes: int = MAILBOX_HIGH_BYTES,
         window: int = CREDIT_WINDOW,
+        window_bytes: int | None = None,
     ) -> None:
         self._links = links
         self._failed = failed
@@ -58,6 +68,9 @@ class BackPressure:
         self.mailbox_high = mailbox_high
         self.mailbox_high_bytes = mailbox_high_bytes
         self.window = window
+        if window_bytes is None:
+            window_bytes = int(os.environ.get("AIOTIMELY_CREDIT_WINDOW_BYTES") or CREDIT_WINDOW_BYTES)
+        self.window_bytes = window_bytes
 
     def congested(self) -> bool:
         """True while some link's write buffer is full: producers should pause."""

@@ -52,6 +52,9 @@ log = logging.getLogger("aiotimely.cluster")
 MAX_PAYLOAD = MAX_FRAME - (HEADER.size - 4)
 """The most bytes one frame carries: bigger batches are split by their channel's codec."""
 HEARTBEAT_FRAME = encode_frame(Kind.HEARTBEAT)
+_COUNT_BITS = 32
+_COUNT_MASK = (1 << _COUNT_BITS) - 1
+"""A credit's count: frames in its low 32 bits, their bytes above them."""
 ABORT_GRACE = 5.0
 """Seconds a failing process waits for its peers to read why before it closes its connections."""
 
@@ -315,15 +318,17 @@ class Cluster(LinkHandler):
 class _RemoteMailbox:
     """A worker's mailbox in another process: pushing encodes the item and sends it there as a frame.
 
-    Each batch sent spends a credit; the receiving process returns credit as its consumer takes the batches.
-    Out of credit, the endpoint is full: producers wait until credit comes back. (Credit counts batches: what a
-    batch weighs is counted by the receiving mailbox, from the codec's :meth:`~.fabric.ChannelCodec.weight`.)
+    Each frame sent spends a credit and its payload's length in byte credit; the receiving process returns both
+    as its consumer takes the batches. Out of either, the endpoint is full: producers wait until credit comes
+    back. (What a batch weighs in the receiving mailbox is counted there, from the codec's
+    :meth:`~.fabric.ChannelCodec.weight`; the bytes counted here are the frames', which both ends see alike.)
     """
 
-    __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process", "credits", "_waiters")
+    __slots__ = ("_cluster", "_codec", "_channel", "_target", "_source", "_process", "credits", "credit_bytes",
+                 "_waiters")
 
     def __init__(self, cluster: Cluster, codec: ChannelCodec, channel: Channel, target: int, source: int,
-                 credits: int) -> None:
+                 credits: int, credit_bytes: int) -> None:
         self._cluster = cluster
         self._codec = codec
         self._channel = channel
@@ -331,25 +336,29 @@ class _RemoteMailbox:
         self._source = source
         self._process = cluster.process_of(target)
         self.credits = credits
+        self.credit_bytes = credit_bytes
         self._waiters: set[Callable[[], None]] = set()
 
     def push(self, item: Any, nbytes: int = 0) -> None:
         cluster, (dataflow, channel) = self._cluster, self._channel
         for payload in self._codec.encode(item, MAX_PAYLOAD):
             self.credits -= 1
+            self.credit_bytes -= len(payload)
             cluster.send(self._process, encode_frame(Kind.DATA, payload, source=self._source, target=self._target,
                                                      dataflow=dataflow, channel=channel))
 
     def full(self) -> bool:
-        return self.credits <= 0
+        return self.credits <= 0 or self.credit_bytes <= 0
 
     def wait(self, wake: Callable[[], None]) -> None:
         self._waiters.add(wake)
 
-    def grant(self, credits: int) -> None:
-        """The receiver took ``credits`` batches: they may be sent again; wake the producers waiting."""
+    def grant(self, credits: int, credit_bytes: int) -> None:
+        """The receiver took ``credits`` frames of ``credit_bytes`` bytes: as many may be sent again; wake the
+        producers waiting."""
         self.credits += credits
-        if self.credits > 0 and self._waiters:
+        self.credit_bytes += credit_bytes
+        if self._waiters and self.credits > 0 and self.credit_bytes > 0:
             waiters, self._waiters = self._waiters, set()
             for wake in waiters:
                 wake()
@@ -357,22 +366,23 @@ class _RemoteMailbox:
 
 class _CountedMailbox(Mailbox):
     """A mailbox of this process that other processes also feed: it numbers what is pushed and remembers
-    which items came from which remote worker, so that credit goes back to each sender as the consumer
-    takes its items (it has taken ``pushed - len(queue)`` items, oldest first)."""
+    which items came from which remote worker, and their frames' bytes, so that credit goes back to each sender
+    as the consumer takes its items (it has taken ``pushed - len(queue)`` items, oldest first)."""
 
     __slots__ = ("pushed", "remote")
 
     def __init__(self, high: int | None, high_bytes: int | None) -> None:
         super().__init__(high, high_bytes)
         self.pushed = 0
-        self.remote: deque[tuple[int, int]] = deque()   # (number, sending worker) of remote items not yet credited
+        self.remote: deque[tuple[int, int, int]] = deque()
+        """(number, sending worker, frame bytes) of the remote items not yet credited."""
 
     def push(self, item: Any, nbytes: int = 0) -> None:
         self.pushed += 1
         super().push(item, nbytes)
 
-    def push_from(self, sender: int, item: Any, nbytes: int = 0) -> None:
-        self.remote.append((self.pushed, sender))
+    def push_from(self, sender: int, item: Any, nbytes: int = 0, frame_bytes: int = 0) -> None:
+        self.remote.append((self.pushed, sender, frame_bytes))
         self.push(item, nbytes)
 
 
@@ -433,7 +443,7 @@ class ClusterFabric(LocalFabric):
         box = self._remote.get(key)
         if box is None:
             box = self._remote[key] = _RemoteMailbox(self.cluster, codec, channel, target, source,
-                                                     self.pressure.window)
+                                                     self.pressure.window, self.pressure.window_bytes)
             self._remote_of.setdefault(channel[0], []).append(key)
         return box
 
@@ -477,7 +487,7 @@ class ClusterFabric(LocalFabric):
             raise ClusterError(f"a data frame from worker {frame.source}, which is not in process {conn.process}")
         box = self.mailbox(channel, target)
         assert isinstance(box, _CountedMailbox)
-        box.push_from(frame.source, item, codec.weight(item))
+        box.push_from(frame.source, item, codec.weight(item), len(frame.payload))
         self._owing[(channel, target)] = box
 
     # -- credit -----------------------------------------------------------------
@@ -491,12 +501,18 @@ class ClusterFabric(LocalFabric):
         for (channel, target), box in self._owing.items():
             remote = box.remote
             taken = box.pushed - len(box.queue)
-            per_sender: dict[int, int] = {}
+            per_sender: dict[int, list[int]] = {}
             while remote and remote[0][0] < taken:
-                sender = remote.popleft()[1]
-                per_sender[sender] = per_sender.get(sender, 0) + 1
-            for sender, n in per_sender.items():
-                grants.setdefault(self.cluster.process_of(sender), []).extend((*channel, sender, target, n))
+                _, sender, size = remote.popleft()
+                counts = per_sender.get(sender)
+                if counts is None:
+                    per_sender[sender] = [1, size]
+                else:
+                    counts[0] += 1
+                    counts[1] += size
+            for sender, (n, size) in per_sender.items():
+                grants.setdefault(self.cluster.process_of(sender), []).extend(
+                    (*channel, sender, target, n | size << _COUNT_BITS))
             if not remote:
                 settled.append((channel, target))
         for key in settled:
@@ -506,19 +522,20 @@ class ClusterFabric(LocalFabric):
             self.cluster.send(process, encode_frame(Kind.CREDIT, codec.pack(flat)))
 
     def credit(self, payload: bytes) -> None:
-        """A CREDIT frame: batches we sent were taken."""
+        """A CREDIT frame: frames we sent were taken. Each is a ``(dataflow, channel, source, target, count)``
+        quintuple whose count holds the frames taken in its low 32 bits and their bytes above them."""
         flat = self.cluster.codec.unpack(payload)
         if type(flat) is not tuple or len(flat) % 5:
             raise ClusterError("a credit frame must hold (dataflow, channel, source, target, count) quintuples")
         for i in range(0, len(flat), 5):
             dataflow, number, source, target, n = flat[i:i + 5]
             box = self._remote.get(((dataflow, number), target, source))
-            if box is None or type(n) is not int or n <= 0:
+            if box is None or type(n) is not int or n & _COUNT_MASK <= 0 or n < 0:
                 if box is None and type(dataflow) is int and self.released(dataflow):
                     self.late += 1  # for batches taken after this process was done with their dataflow
                     continue
                 raise ClusterError(f"credit for a channel this process never sent on: {flat[i:i + 5]!r}")
-            box.grant(n)
+            box.grant(n & _COUNT_MASK, n >> _COUNT_BITS)
 
     # -- dataflows --------------------------------------------------------------
 
