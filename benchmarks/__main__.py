@@ -1,7 +1,7 @@
 """Run the benchmark suite: ``python -m benchmarks NAME [options]`` (or ``aiotimely bench NAME``).
 
 NAME is one of pipeline, wordcount, many-dataflows, exchange, latency, tracker, kafka, spark,
-spark-arrow, recovery, windows, or
+spark-arrow, spark-columnar, recovery, windows, nexmark, or
 ``all``. ``--quick`` runs a small, fast version that only checks the results (what
 CI runs); without it each benchmark prints its table and writes
 ``benchmarks/results/NAME.json``. ``plots`` draws ``docs/*.png`` from those files
@@ -22,9 +22,14 @@ SUITE = {
     "kafka": "benchmarks.kafka",
     "spark": "benchmarks.spark",
     "spark-arrow": "benchmarks.spark_arrow",
+    "spark-columnar": "benchmarks.spark_columnar",
     "tracker": "benchmarks.tracker",
     "recovery": "benchmarks.recovery",
     "windows": "benchmarks.windows",
+    "columnar-windows": "benchmarks.columnar_windows",
+    "columnar-wordcount": "benchmarks.columnar_wordcount",
+    "columnar-exchange": "benchmarks.columnar_exchange",
+    "nexmark": "benchmarks.nexmark.bench",
     "plots": "benchmarks.plots",
 }
 

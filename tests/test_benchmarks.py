@@ -140,6 +140,14 @@ def test_windows_benchmark_quick_run_gives_the_plain_table():
     assert {"plain Python, one dict", "aiotimely, 1 worker", "aiotimely, 2 processes"} <= set(results["runs"])
 
 
+def test_nexmark_benchmark_quick_run_checks_every_query_on_both_apis():
+    pytest.importorskip("polars")
+    from benchmarks.nexmark import bench
+
+    results = bench.main(["--quick"])      # each query's rows on both APIs, 1 and 2 workers == the reference's
+    assert set(results["rows"]) == {f"Q{q}" for q in range(9)}
+
+
 def test_the_corpus_is_made_here_byte_for_byte_the_same(tmp_path):
     from benchmarks import corpus
 
@@ -201,3 +209,33 @@ def test_the_quixstreams_peer_gives_the_plain_table():
 
     seconds, checksum, report = windows.quix_run(20_000)
     assert checksum == table_checksum(agg_dict(gen_events(20_000))[0]) and report["late"] == 0 and seconds > 0
+
+
+def test_columnar_windows_quick_run_checks_every_table():
+    pytest.importorskip("polars")
+    from benchmarks import columnar_windows
+
+    results = columnar_windows.main(["--quick", "--threads", "1"])   # each run's table is asserted equal
+    assert set(results["runs"]) == {"plain Python, closing windows", "record path, 1 worker",
+                                    "list -> Polars frame (conversion)", "columnar, 1 worker (1 thread)",
+                                    "columnar, 2 processes (1 thread)"}
+    assert all(run["peak_mib"] > 0 for run in results["runs"].values())
+
+
+def test_columnar_wordcount_quick_run_checks_the_counts():
+    pytest.importorskip("polars")
+    from benchmarks import columnar_wordcount
+
+    results = columnar_wordcount.main(["--quick", "--threads", "1"])   # the counts are asserted equal to Counter's
+    assert results["words"] == 100_000
+    assert "columnar, 2 processes (1 thread)" in results["runs"]
+
+
+def test_columnar_exchange_quick_run_moves_every_record():
+    pytest.importorskip("polars")
+    from benchmarks import columnar_exchange
+
+    results = columnar_exchange.main(["--quick", "--threads", "1"])   # worker 1 asserts it got every row
+    assert results["records"] == 100_000
+    assert set(results["runs"]) == {"record path, 2 processes (1,000-record batches)",
+                                    "columnar, 2 processes (1 thread)"}
