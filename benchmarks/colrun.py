@@ -7,10 +7,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from typing import Any
 
-from .common import ROOT
+from .common import ROOT, run_processes
 
 
 def peak_mib() -> int:
@@ -66,27 +65,9 @@ def run_child(module: str, args: list[str], env: dict[str, str] | None = None, t
 def run_cluster(module: str, args: list[str], processes: int, env: dict[str, str] | None = None,
                 timeout: float = 1200, worker_flag: str = "--worker") -> list[Any]:
     """``python -m module --worker *args`` (or another ``worker_flag``) as ``processes`` processes of one
-    computation on loopback; each prints a JSON report as its last line: the reports, in process order."""
-    from aiotimely.launch import free_ports
-
-    ports = free_ports(processes)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
-        hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
-    full = _env({"AIOTIMELY_SECRET": "bench", **(env or {})})
-    try:
-        procs = [subprocess.Popen([sys.executable, "-m", module, worker_flag, *args, "-n", str(processes),
-                                   "-p", str(p), "--hostfile", hosts.name],
-                                  cwd=ROOT, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for p in range(processes)]
-        outs = [p.communicate(timeout=timeout) for p in procs]
-    finally:
-        os.unlink(hosts.name)
-    reports = []
-    for p, (out, err) in zip(procs, outs, strict=True):
-        if p.returncode != 0:
-            raise RuntimeError(f"{module} process failed:\n{err[-3000:]}")
-        reports.append(json.loads(out.splitlines()[-1]))
-    return reports
+    computation on loopback, in this environment with ``env`` (no inherited Polars thread count); each prints
+    a JSON report as its last line: the reports, in process order."""
+    return run_processes(module, args, processes, timeout, env=_env(env), worker_flag=worker_flag)
 
 
 def ratio_rows(title: str, runs: dict[str, Any], units: int, unit: str,

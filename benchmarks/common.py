@@ -84,19 +84,21 @@ def run_peer(args: list[str], env: dict[str, str] | None = None, timeout: float 
         return records
 
 
-def run_processes(module: str, args: list[str], processes: int, timeout: float = 600) -> list[dict[str, Any]]:
-    """Run ``python -m module --worker *args`` as ``processes`` processes of one computation on loopback; each
-    prints a JSON report as its last line: the reports, in process order."""
+def run_processes(module: str, args: list[str], processes: int, timeout: float = 600, *,
+                  env: dict[str, str] | None = None, worker_flag: str = "--worker") -> list[dict[str, Any]]:
+    """Run ``python -m module --worker *args`` (or another ``worker_flag``) as ``processes`` processes of one
+    computation on loopback, in environment ``env`` (default: this process's); each prints a JSON report as its
+    last line: the reports, in process order."""
     from aiotimely.launch import free_ports
 
     ports = free_ports(processes)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hosts:
         hosts.write("".join(f"127.0.0.1:{p}\n" for p in ports))
-    env = {**os.environ, "AIOTIMELY_SECRET": "bench"}
+    full = {**(os.environ if env is None else env), "AIOTIMELY_SECRET": "bench"}
     try:
-        procs = [subprocess.Popen([sys.executable, "-m", module, "--worker", *args, "-n", str(processes),
+        procs = [subprocess.Popen([sys.executable, "-m", module, worker_flag, *args, "-n", str(processes),
                                    "-p", str(p), "--hostfile", hosts.name],
-                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  cwd=ROOT, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for p in range(processes)]
         outs = [p.communicate(timeout=timeout) for p in procs]
     finally:
@@ -104,7 +106,7 @@ def run_processes(module: str, args: list[str], processes: int, timeout: float =
     reports = []
     for p, (out, err) in zip(procs, outs, strict=True):
         if p.returncode != 0:
-            raise RuntimeError(f"{module} process failed:\n{err[-2000:]}")
+            raise RuntimeError(f"{module} process failed:\n{err[-3000:]}")
         reports.append(json.loads(out.splitlines()[-1]))
     return reports
 
