@@ -67,7 +67,7 @@ class FixedWindows:
         self.shift = shift
         self.pool = pool
         self.chunks: dict[int, list[pl.DataFrame]] = {}
-        """Window start -> the frames of its rows (input columns, the key hash, :data:`START`)."""
+        """Window start -> the frames of its rows (input columns, :data:`START`; unkeyed, a hash of 0)."""
         self._starts: list[int] = []
 
     def out_time(self, start: int) -> int:
@@ -88,7 +88,7 @@ class FixedWindows:
         self._add(waiting, initial)
 
     def apply(self, cap: Capability, rows: pl.DataFrame) -> pl.DataFrame:
-        """Add the rows of the complete time ``cap.time`` (with :data:`TIME` and :data:`HASH`) to their windows;
+        """Add the rows of the complete time ``cap.time`` (with :data:`TIME`) to their windows;
         the late ones are returned."""
         late, on_time = self.shape.assign(rows, cap.time - self.lateness)
         self._add(on_time.drop(TIME), cap)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..dataflow.operators.pool import CapabilityPool
     from ..dataflow.ports import InputPort, OutputPort
 
-__all__ = ["LATE_POLICIES", "LateRows", "OpenWindows", "RowTimes", "WindowLogic"]
+__all__ = ["LATE_POLICIES", "LateRows", "OpenWindows", "RowTimes", "WindowLogic", "hashed", "unhashed"]
 
 LATE_POLICIES = ("drop", "count", "stream")
 """What ``window(late=...)`` does with late rows: drop them, send their count per time, or send them."""
@@ -50,8 +50,9 @@ class OpenWindows(Protocol):
 
 
 class RowTimes:
-    """A time's rows made ready for the windows: each row's event time (:data:`~.eventtime.TIME`) and the hash
-    of its key columns (:data:`~.kept.HASH`, 0 without keys), once per frame."""
+    """A time's rows made ready for the windows: each row's event time (:data:`~.eventtime.TIME`), and without
+    key columns a :data:`~.kept.HASH` of 0 (what groups them). Keyed rows get their key hash only when a
+    snapshot is cut (:func:`hashed`): nothing else reads it."""
 
     __slots__ = ("keys", "column")
 
@@ -62,8 +63,23 @@ class RowTimes:
     def __call__(self, frame: pl.DataFrame, d: int) -> pl.DataFrame:
         frame = with_event_time(frame, self.column, d)
         if self.keys:
-            return frame.with_columns(key_hash(frame, self.keys).alias(HASH))
+            return frame
         return frame.with_columns(pl.lit(0, dtype=pl.UInt64).alias(HASH))
+
+
+def hashed(rows: pl.DataFrame | None, keys: Sequence[str]) -> pl.DataFrame | None:
+    """Kept ``rows`` as a snapshot holds them: with the hash of their key columns (:data:`~.kept.HASH`), which
+    keyed rows do not carry while the dataflow runs."""
+    if rows is None or not keys:
+        return rows
+    return rows.with_columns(key_hash(rows, keys).alias(HASH))
+
+
+def unhashed(rows: pl.DataFrame | None, keys: Sequence[str]) -> pl.DataFrame | None:
+    """Restored ``rows`` as the windows keep them (keyed rows without their hash)."""
+    if rows is None or not keys:
+        return rows
+    return rows.drop(HASH, strict=False)
 
 
 class LateRows:
@@ -81,7 +97,7 @@ class LateRows:
             return
         batch: Any  # (an ArrowBatch: ports move containers as they move lists)
         if self.policy == "stream":
-            batch = ArrowBatch(late.drop(TIME, HASH))
+            batch = ArrowBatch(late.drop(TIME, HASH, strict=False))
         else:
             batch = ArrowBatch(pl.DataFrame({"late": [late.height]}, schema={"late": pl.Int64}))
         with cap.delayed(cap.time, 1):

@@ -48,7 +48,8 @@ class Results:
     def _planned(self, rows: pl.Schema, where: str) -> pl.Schema:
         """The result schema, found by planning the aggregation on no rows (a bad expression is a GraphError)."""
         spans = {inner: pl.Int64 for _, inner in self.spans}
-        empty = pl.LazyFrame(schema={**rows, HASH: pl.UInt64, **spans, OUT: pl.Int64})
+        hashes = {} if self.keys else {HASH: pl.UInt64}   # (keyed rows carry no hash: see .logic.RowTimes)
+        empty = pl.LazyFrame(schema={**rows, **hashes, **spans, OUT: pl.Int64})
         try:
             return self._shaped(self._grouped(empty)).collect_schema()
         except Exception as exc:

@@ -32,7 +32,7 @@ from .eventtime import check_time_column
 from .exchange import KeyColumns, ToFirst
 from .fixed import FixedShape, FixedWindows
 from .kept import KeptRows
-from .logic import LATE_POLICIES, LateRows, OpenWindows, RowTimes, WindowLogic
+from .logic import LATE_POLICIES, LateRows, OpenWindows, RowTimes, WindowLogic, hashed, unhashed
 from .places import where
 from .results import WINDOW_SPANS, Results
 from .sessions import SessionWindows
@@ -117,8 +117,8 @@ def window_operator(stream: Any, schema: pl.Schema | None, plan: WindowPlan, nam
         pool: CapabilityPool[Any] = CapabilityPool()
         windows = plan.windows(pool, shift)
         kept = inp.keyed_state("windows", KeptRows)
-        kept.bind(windows.rows)
-        windows.restore(kept.take(), initial, op.recovery.resume_time())
+        kept.bind(lambda: hashed(windows.rows(), plan.keys))
+        windows.restore(unhashed(kept.take(), plan.keys), initial, op.recovery.resume_time())
         initial.drop()
         return WindowLogic(op, inp, RowTimes(plan.keys, plan.time), windows, plan.results, port, pool,
                            LateRows(plan.late, late_port))
