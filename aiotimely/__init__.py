@@ -20,7 +20,7 @@ from .dataflow import Capability as Capability
 from .dataflow import CapabilityRef as CapabilityRef
 from .dataflow import Captured as Captured
 from .dataflow import FrontierNotificator as FrontierNotificator
-from .dataflow import InputHandle as InputHandle
+from .input import InputHandle as InputHandle
 from .dataflow import Messages as Messages
 from .dataflow import Notificator as Notificator
 from .dataflow import ProbeHandle as ProbeHandle

@@ -88,7 +88,7 @@ def routed_by_key(stream: StreamCore) -> bool:
     """Whether each record of ``stream`` is on the worker its key routes to, as far as the graph shows: the stream
     comes from an exchange through operators that keep records on their worker and pass them on (the stages of a
     fused chain, a concatenation, a scope boundary). What only an operator's logic could tell counts as not."""
-    tee = stream._tee
+    tee = stream.tee
     op = tee.chain.op if type(tee) is Stage else getattr(tee, "op", None)
     if isinstance(op, OperatorRuntime):
         return (op.chain is not None or op.keeps_routing) and bool(op.routed) and all(op.routed)

@@ -13,17 +13,58 @@ only until the operator next yields to the worker; ``retain()`` turns it into a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from ..errors import CapabilityError
 
 if TYPE_CHECKING:
-    from .operator import OperatorRuntime
+    from ..progress import TimestampType
+    from ..worker import WorkerHandle
+    from .bookkeeping import ProgressBooks
+    from .recovering import OperatorRecovery
 
-__all__ = ["Capability", "CapabilityRef"]
+__all__ = ["Capability", "CapabilityRef", "CapabilityOwner"]
 
 
-def _check_time(op: OperatorRuntime, time: Any, action: str) -> None:
+class _Output(Protocol):
+    def retire(self, cap: Capability) -> None: ...
+
+
+class CapabilityOwner(Protocol):
+    """What a capability uses of its operator (:class:`~aiotimely.dataflow.operator.OperatorRuntime`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ttype(self) -> TimestampType[Any, Any]: ...
+
+    @property
+    def worker(self) -> WorkerHandle: ...
+
+    @property
+    def books(self) -> ProgressBooks: ...
+
+    @property
+    def recovery(self) -> OperatorRecovery: ...
+
+    @property
+    def outputs(self) -> Sequence[_Output]: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    def describe(self, stage: str | None = None, label: str | None = None) -> str: ...
+
+    def collected(self, output: int, time: Any) -> None: ...
+
+    def reaches(self, input: int, output: int, from_time: Any, to_time: Any) -> bool: ...
+
+
+def _check_time(op: CapabilityOwner, time: Any, action: str) -> None:
     """Refuse a time that is not of the operator's timestamp type, naming the operator."""
     try:
         op.ttype.check_time(time)
@@ -42,7 +83,7 @@ class Capability:
 
     __slots__ = ("_time", "_op", "_output", "_live", "__weakref__")
 
-    def __init__(self, op: OperatorRuntime, output: int, time: Any, *, minted: bool = False) -> None:
+    def __init__(self, op: CapabilityOwner, output: int, time: Any, *, minted: bool = False) -> None:
         self._op = op
         self._output = output
         self._time = time
@@ -148,7 +189,7 @@ class CapabilityRef:
 
     __slots__ = ("_time", "_op", "_input", "_epoch")
 
-    def __init__(self, op: OperatorRuntime, input: int, time: Any) -> None:
+    def __init__(self, op: CapabilityOwner, input: int, time: Any) -> None:
         self._op = op
         self._input = input
         self._time = time

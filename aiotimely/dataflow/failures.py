@@ -20,17 +20,15 @@ from __future__ import annotations
 import logging
 import time as _time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Protocol, TypeVar
 
 from ..comm.codec import register_type
 from ..errors import GraphError
 from ..progress import Source
-from .channels import push_to_all
-from .stream import S, Pusher
+from .channels import Pusher, Tee, push_to_all
 
 if TYPE_CHECKING:
     from .ports import OutputPort
-    from .scope import ScopeCore
 
 __all__ = ["ErrorPolicy", "DeadLetter", "RecordFailures", "DeadLetterOutput", "DeadLetterStreams", "check_policy",
            "guard", "Apply"]
@@ -171,6 +169,22 @@ class DeadLetterOutput:
             push_to_all(self.pushers, time, letters)
 
 
+S = TypeVar("S")
+"""The stream class of a scope."""
+S_co = TypeVar("S_co", covariant=True)
+
+
+class DeadLetterScope(Protocol[S_co]):
+    """What the dead-letter streams use of their scope (:class:`~aiotimely.dataflow.scope.ScopeCore`)."""
+
+    def describe(self) -> str: ...
+
+    def new_stream(self, source: Source | Callable[[], Source], tee: Tee) -> S_co: ...
+
+
+Sc = TypeVar("Sc", bound=DeadLetterScope[Any])
+
+
 class DeadLetterStreams(Generic[S]):
     """A scope's dead-letter streams, one per operator with a ``"dead_letter"`` policy, taken as one stream by
     :meth:`~aiotimely.dataflow.scope.Scope.dead_letters` once they are all built."""
@@ -183,7 +197,7 @@ class DeadLetterStreams(Generic[S]):
         """Where the first of them is, in words (what a refusal names)."""
         self._taken = False
 
-    def add(self, scope: ScopeCore[S], output: DeadLetterOutput, where: str) -> None:
+    def add(self, scope: DeadLetterScope[S], output: DeadLetterOutput, where: str) -> None:
         """The dead letters of a new operator (described by ``where``), as a stream of ``scope``."""
         if self._taken:
             raise GraphError(f"{where} sends the records that fail to dead letters, but {scope.describe()}'s dead "
@@ -193,7 +207,7 @@ class DeadLetterStreams(Generic[S]):
         self._streams.append(scope.new_stream(Source(port.op.index, port.index), output))
         self._first = self._first or where
 
-    def take(self, scope: ScopeCore[S], concatenate: Callable[[ScopeCore[S], list[S]], S]) -> S:
+    def take(self, scope: Sc, concatenate: Callable[[Sc, list[S]], S]) -> S:
         """Every dead-letter stream of ``scope`` as one stream (taken once)."""
         if self._taken:
             raise GraphError(f"{scope.describe()}: scope.dead_letters() was taken already; take it once and use "
@@ -207,7 +221,7 @@ class DeadLetterStreams(Generic[S]):
         streams = self._streams
         return streams[0] if len(streams) == 1 else concatenate(scope, streams)
 
-    def check_taken(self, scope: ScopeCore[S]) -> None:
+    def check_taken(self, scope: DeadLetterScope[Any]) -> None:
         """Refuse a scope whose dead letters nobody takes: they would be lost without a sign."""
         if self._streams and not self._taken:
             raise GraphError(f"{self._first} sends the records that fail to dead letters, but nothing takes "

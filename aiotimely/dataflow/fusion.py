@@ -23,7 +23,7 @@ cannot encode). ``AIOTIMELY_FUSE=0`` turns fusion off (to compare, or to rule it
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ..errors import CapabilityError, DataflowError
 from ..progress import Source
@@ -33,11 +33,50 @@ from .containers import copy_batch
 from .failures import DeadLetterOutput, RecordFailures
 
 if TYPE_CHECKING:
-    from .operator import OperatorRuntime
+    from ..progress import OperatorProgress
+    from ..worker import WorkerHandle
+    from .channels import Pusher, Tee
     from .ports import InputPort, OutputPort
-    from .stream import Pusher, StreamCore
 
-__all__ = ["FusedChain", "Stage", "fusion_enabled", "can_fuse", "chain_end"]
+__all__ = ["FusedChain", "Stage", "ChainOwner", "fusion_enabled", "can_fuse", "chain_end"]
+
+
+class Fed(Protocol):
+    """A stream as fusion sees it (:class:`~aiotimely.dataflow.stream.StreamCore`): its output, its consumers."""
+
+    @property
+    def source(self) -> Source: ...
+
+    @property
+    def tee(self) -> Tee: ...
+
+
+class ChainOwner(Protocol):
+    """What a fused chain uses of the operator running it (:class:`~aiotimely.dataflow.operator.OperatorRuntime`)."""
+
+    current_time: Any
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def worker(self) -> WorkerHandle: ...
+
+    @property
+    def progress(self) -> OperatorProgress | None: ...
+
+    @property
+    def outputs(self) -> Sequence[OutputPort]: ...
+
+    @property
+    def channels(self) -> Sequence[tuple[int, int]]: ...
+
+    def add_output(self) -> OutputPort: ...
+
+    def describe(self, stage: str | None = None, label: str | None = None) -> str: ...
+
+    def failure(self, exc: BaseException, stage: str | None = None,
+                label: str | None = None) -> DataflowError | CapabilityError: ...
 
 Transform = Callable[[Any, list[Any]], "list[Any] | None"]
 
@@ -47,15 +86,15 @@ def fusion_enabled() -> bool:
     return os.environ.get("AIOTIMELY_FUSE", "1") != "0"
 
 
-def can_fuse(stream: StreamCore) -> bool:
+def can_fuse(stream: Fed) -> bool:
     """A chain can run inside the pushes of ``stream``'s producer: an operator (or nested scope) of the
     same scope, whose pushes all happen while the scope runs it."""
     return fusion_enabled() and stream.source.node != 0
 
 
-def chain_end(stream: StreamCore) -> FusedChain | None:
+def chain_end(stream: Fed) -> FusedChain | None:
     """The chain whose last stage makes ``stream``, if there is one: a new stage can join it."""
-    stage = stream._tee
+    stage = stream.tee
     if type(stage) is Stage and fusion_enabled():
         chain = stage.chain
         if chain.stages[-1] is stage:
@@ -99,7 +138,7 @@ class FusedChain:
 
     __slots__ = ("op", "stages", "_input", "_ran", "_claimed")
 
-    def __init__(self, op: OperatorRuntime, input: InputPort, ran: Callable[[int], None]) -> None:
+    def __init__(self, op: ChainOwner, input: InputPort, ran: Callable[[int], None]) -> None:
         self.op = op
         self.stages: list[Stage] = []
         self._input = input
@@ -226,5 +265,5 @@ class FusedChain:
         if isinstance(exc, (DataflowError, CapabilityError)) and exc.operator is not None:
             return exc  # already located (by the operator that raised it)
         if len(self.stages) == 1:
-            return self.op._failure(exc)
-        return self.op._failure(exc, stage=stage.name, label=self._label(stage))
+            return self.op.failure(exc)
+        return self.op.failure(exc, stage=stage.name, label=self._label(stage))

@@ -16,12 +16,11 @@ from .builder import OperatorBuilder
 from .capability import Capability
 from .operator import Logic, OperatorRuntime
 from .ports import BATCH_SIZE, Activator, OperatorOutput, OutputPort
-from .stream import S
+from .stream import S, StreamCore
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
 
-    from ..stream import Stream
     from ..worker import WorkerHandle
     from .scope import ScopeCore
 
@@ -80,8 +79,9 @@ class InputHandle(Generic[R]):
         self._closed = False
         self._failure: BaseException | None = None  # (the computation's: then _closed too, so send checks one flag)
 
-    def to_stream(self, scope: ScopeCore[Stream[Any]]) -> Stream[R]:
-        """The stream of what this handle sends, in ``scope``."""
+    def to_stream(self, scope: ScopeCore[Any]) -> StreamCore:
+        """The stream of what this handle sends, in ``scope`` (of the scope's stream class: :class:`aiotimely.Stream`
+        when built through a worker, typed ``Stream[R]`` by the front's :class:`aiotimely.InputHandle`)."""
         if self._op is not None:
             raise GraphError("this InputHandle already feeds a dataflow; create one InputHandle per input")
         builder = OperatorBuilder(scope, "Input")
@@ -91,8 +91,8 @@ class InputHandle(Generic[R]):
         scope.worker.at_build_end(self._close_at_build_end, scope.dataflow.index)
         scope.dataflow.remedies[self._op.path] = "call advance_to() or close() on its InputHandle"
         scope.worker.watch_failure(self, InputHandle._computation_failed)
-        result: Stream[R] = stream
-        return result
+        made: StreamCore = stream
+        return made
 
     def _attach(self, capabilities: list[Capability]) -> Logic:
         self._cap = capabilities[0]

@@ -20,7 +20,7 @@ import logging
 import time as _time
 from _thread import get_ident as _get_ident
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from ..errors import AiotimelyError, CapabilityError, DataflowError, RecoveryError
 from ..progress import Antichain, FrontierInterest, OperatorProgress, Target
@@ -29,13 +29,14 @@ from ..worker.statistics import InputStatistics, OperatorStatistics
 from .bookkeeping import ProgressBooks
 from .channels import endpoints
 from .recovering import OperatorRecovery
+from .roles import SnapshotterRole
 from .ports import ACTIVATION, Activator, InputPort, OutputPort
 
 if TYPE_CHECKING:
     from ..comm.fabric import Endpoint
+    from ..progress import Operate, Subgraph, SubgraphBuilder, TimestampType
     from .fusion import FusedChain
     from ..worker import WorkerHandle
-    from .scope import ScopeCore
 
 __all__ = ["OperatorRuntime", "Logic"]
 
@@ -53,6 +54,51 @@ def _nothing() -> None:
     pass
 
 
+class _Dataflow(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def snapshotter(self) -> SnapshotterRole | None: ...
+
+
+class OperatorScope(Protocol):
+    """What an operator uses of its scope (:class:`~aiotimely.dataflow.scope.ScopeCore`)."""
+
+    @property
+    def worker(self) -> WorkerHandle: ...
+
+    @property
+    def dataflow(self) -> _Dataflow: ...
+
+    @property
+    def parent(self) -> object | None: ...
+
+    @property
+    def path(self) -> tuple[int, ...]: ...
+
+    @property
+    def ttype(self) -> TimestampType[Any, Any]: ...
+
+    @property
+    def progress(self) -> Subgraph | None: ...
+
+    def describe(self) -> str: ...
+
+    def reserve_child(self, child: OperatorRuntime) -> int: ...
+
+    def add_progress(self, index: int, progress: Operate) -> None: ...
+
+    def check_building(self) -> SubgraphBuilder: ...
+
+    def connectivity(self, child: int, input: int) -> dict[int, Antichain[Any]]: ...
+
+    def refresh(self, child: int) -> bool: ...
+
+
 class OperatorRuntime:
     """One operator on one worker."""
 
@@ -63,7 +109,7 @@ class OperatorRuntime:
         "keeps_routing", "chain", "activations", "busy", "seen_in_refresh", "__weakref__",
     )
 
-    def __init__(self, scope: ScopeCore[Any], name: str) -> None:
+    def __init__(self, scope: OperatorScope, name: str) -> None:
         self.scope = scope
         self.worker: WorkerHandle = scope.worker
         self.name = name
@@ -178,6 +224,11 @@ class OperatorRuntime:
         activate()
 
     @property
+    def snapshotter(self) -> SnapshotterRole | None:
+        """The snapshots of the operator's dataflow on this worker, when it is recoverable."""
+        return self.scope.dataflow.snapshotter
+
+    @property
     def awaiting(self) -> bool:
         """Whether the logic awaits something outside the dataflow now (a connection, a timer, a task)."""
         return self._waiting is not None
@@ -191,6 +242,10 @@ class OperatorRuntime:
                 outlet.wait(self._activate)
                 return True
         return False
+
+    def buffered(self, port: OutputPort) -> None:
+        """A session buffered records on ``port``: they are sent when the logic next yields, or returns."""
+        self._dirty_ports.append(port)
 
     # -- capabilities -------------------------------------------------------------------
 
@@ -301,9 +356,9 @@ class OperatorRuntime:
                 raise  # already located (by the operator that raised it)
             if isinstance(exc, RecoveryError):
                 raise  # what is stored cannot be resumed from: said as it is, naming the operator
-            raise self._failure(exc) from exc
+            raise self.failure(exc) from exc
         except Exception as exc:
-            raise self._failure(exc) from exc
+            raise self.failure(exc) from exc
         finally:
             self.running = 0
             self.busy += _clock() - start
@@ -456,8 +511,10 @@ class OperatorRuntime:
         return kind(message, dataflow=self.scope.dataflow.name, operator=stage or self.name, path=self.path,
                     worker=self.worker.index, time=time)
 
-    def _failure(self, exc: BaseException, stage: str | None = None,
-                 label: str | None = None) -> DataflowError | CapabilityError:
+    def failure(self, exc: BaseException, stage: str | None = None,
+                label: str | None = None) -> DataflowError | CapabilityError:
+        """``exc``, raised by the logic (or by a ``stage`` of a fused chain, under ``label``), as the error that
+        fails the computation: located at this operator and the time it was at."""
         where = self.describe(stage, label)
         time = self.current_time
         at = f" at time {time!r}" if time is not None else ""

@@ -13,18 +13,82 @@ import asyncio
 from _thread import get_ident as _get_ident
 from bisect import bisect_left, bisect_right
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, TypeVar
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Coroutine, Generator, Iterable, Iterator, Protocol,
+                    Sequence, TypeVar)
 
 from ..comm.local import Mailbox
 from ..errors import CapabilityError
 from ..progress import Antichain, ChangeBatch, MutableAntichain
-from .capability import Capability, CapabilityRef
-from .channels import push_to_all
+from .capability import Capability, CapabilityOwner, CapabilityRef
+from .channels import Pusher, push_to_all
 from .containers import nbytes
-from .stream import Pusher
 
 if TYPE_CHECKING:
-    from .operator import OperatorRuntime
+    from ..errors import DataflowError
+    from .recovering import OperatorRecovery
+    from .roles import SnapshotterRole
+
+
+class _Dataflow(Protocol):
+    @property
+    def snapshotter(self) -> SnapshotterRole | None: ...
+
+
+class _Scope(Protocol):
+    @property
+    def dataflow(self) -> _Dataflow: ...
+
+
+class PortOwner(CapabilityOwner, Protocol):
+    """What an operator's ports, sessions and activators use of it
+    (:class:`~aiotimely.dataflow.operator.OperatorRuntime`)."""
+
+    current_time: Any
+    poked: bool
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def path(self) -> tuple[int, ...]: ...
+
+    @property
+    def scope(self) -> _Scope: ...
+
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def inputs(self) -> Sequence[InputPort]: ...
+
+    @property
+    def outputs(self) -> Sequence[OutputPort]: ...
+
+    @property
+    def recovery(self) -> OperatorRecovery: ...
+
+    @property
+    def pacts(self) -> Sequence[str]: ...
+
+    @property
+    def routed(self) -> Sequence[bool]: ...
+
+    def start_soon(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]: ...
+
+    def activator(self) -> Activator: ...
+
+    def passes_unchanged(self, input: int, output: int) -> bool: ...
+
+    def inputs_complete(self) -> bool: ...
+
+    def news(self) -> int: ...
+
+    def refresh_frontiers(self) -> bool: ...
+
+    def buffered(self, port: OutputPort) -> None: ...
+
+    def located(self, message: str, kind: type[DataflowError] | type[CapabilityError] = ...,
+                time: Any = None, stage: str | None = None) -> DataflowError | CapabilityError: ...
 
 __all__ = [
     "BATCH_SIZE",
@@ -72,7 +136,7 @@ class InputPort:
     __slots__ = ("_op", "port", "_mailbox", "_queue", "_frontier", "_consumed", "_watch", "changes", "taken",
                  "records")
 
-    def __init__(self, op: OperatorRuntime, port: int, mailbox: Mailbox) -> None:
+    def __init__(self, op: PortOwner, port: int, mailbox: Mailbox) -> None:
         self._op = op
         self.port = port
         self._mailbox = mailbox
@@ -530,7 +594,7 @@ class _Activations:
 
     __slots__ = ("_op", "_first", "_seen")
 
-    def __init__(self, op: OperatorRuntime) -> None:
+    def __init__(self, op: PortOwner) -> None:
         self._op = op
         self._first = True
         self._seen = 0
@@ -561,7 +625,7 @@ class OutputPort:
 
     __slots__ = ("op", "index", "pushers", "produced", "tracked", "records", "_buffer", "_time", "_owner")
 
-    def __init__(self, op: OperatorRuntime, index: int) -> None:
+    def __init__(self, op: PortOwner, index: int) -> None:
         self.op = op
         self.index = index
         self.pushers: list[Pusher] = []
@@ -591,7 +655,7 @@ class OutputPort:
                 return
             self.flush()
         elif owner is None:
-            self.op._dirty_ports.append(self)
+            self.op.buffered(self)
         self._owner = session
         self._time = session.time
 
@@ -786,7 +850,7 @@ class OperatorOutput:
         return self._port.op.recovery.resume_time()
 
 
-def _check_routed(op: OperatorRuntime, name: str, ports: Iterable[int]) -> None:
+def _check_routed(op: PortOwner, name: str, ports: Iterable[int]) -> None:
     """Refuse keyed state on an input whose records are not on the worker their key routes to: on several workers
     each would keep its own part of a key's state, and its results would be quietly partial."""
     peers = op.worker.peers
@@ -809,7 +873,7 @@ class Activator:
 
     __slots__ = ("_op",)
 
-    def __init__(self, op: OperatorRuntime) -> None:
+    def __init__(self, op: PortOwner) -> None:
         self._op = op
 
     def activate(self) -> None:

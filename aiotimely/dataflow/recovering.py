@@ -14,15 +14,36 @@ snapshots only through this object.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
+
+from .roles import Member, ParticipantRole, SnapshotterRole
 
 if TYPE_CHECKING:
-    from .operator import OperatorRuntime
-    from .state import Participant
+    from ..progress import TimestampType
 
-__all__ = ["OperatorRecovery"]
+__all__ = ["OperatorRecovery", "Recoverable"]
 
 T = TypeVar("T")
+
+
+class _Tracked(Protocol):
+    tracked: bool
+
+
+class Recoverable(Member, Protocol):
+    """What the recovery hooks use of their operator (:class:`~aiotimely.dataflow.operator.OperatorRuntime`)."""
+
+    @property
+    def snapshotter(self) -> SnapshotterRole | None: ...
+
+    @property
+    def ttype(self) -> TimestampType[Any, Any]: ...
+
+    @property
+    def inputs(self) -> Sequence[object]: ...
+
+    @property
+    def outputs(self) -> Sequence[_Tracked]: ...
 
 
 class OperatorRecovery:
@@ -30,16 +51,16 @@ class OperatorRecovery:
 
     __slots__ = ("_op", "participant")
 
-    def __init__(self, op: OperatorRuntime) -> None:
+    def __init__(self, op: Recoverable) -> None:
         self._op = op
-        self.participant: Participant | None = None
+        self.participant: ParticipantRole | None = None
         """The operator's participant in snapshots, once it keeps state (and the dataflow is recoverable)."""
 
     def keep(self, name: str, initial: Callable[[], T], *, keyed: bool = False) -> T:
         """A value the operator keeps across times: saved at every snapshot of a recoverable dataflow and
         restored on resume (else just ``initial()``). See :mod:`aiotimely.dataflow.state`."""
         op = self._op
-        snapshotter = op.scope.dataflow.snapshotter
+        snapshotter = op.snapshotter
         if snapshotter is None:
             return initial()
         if self.participant is None:
@@ -52,14 +73,14 @@ class OperatorRecovery:
     def keep_alongside(self, name: str, value: Callable[[], Any]) -> None:
         """Part of the operator's snapshots when it keeps state: ``value()`` as ``name`` (per worker, as
         :meth:`restored_alongside` gives it back). A notificator keeps its pending times so."""
-        snapshotter = self._op.scope.dataflow.snapshotter
+        snapshotter = self._op.snapshotter
         if snapshotter is not None:
             snapshotter.keep_alongside(self._op, name, value)
 
     def restored_alongside(self, name: str) -> list[Any]:
         """What :meth:`keep_alongside` kept as ``name`` in the snapshot resumed from: this worker's, or every
         worker's together when the number of workers changed."""
-        snapshotter = self._op.scope.dataflow.snapshotter
+        snapshotter = self._op.snapshotter
         if snapshotter is None:
             return []
         return snapshotter.restored_alongside(self._op, name)
@@ -68,7 +89,7 @@ class OperatorRecovery:
         """The time a resumed dataflow restarts at (its snapshot's): a source with kept state starts sending
         there. The minimum time when the dataflow starts afresh."""
         op = self._op
-        snapshotter = op.scope.dataflow.snapshotter
+        snapshotter = op.snapshotter
         return snapshotter.start_time if snapshotter is not None else op.ttype.minimum
 
     def sent(self, time: Any) -> None:

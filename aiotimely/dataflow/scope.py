@@ -34,12 +34,11 @@ from ..progress import (
     TimestampType,
     timestamp_type,
 )
-from .channels import ProgressCodec
+from .channels import ProgressCodec, Tee
 from .operator import OperatorRuntime
 from .progress_path import Broadcast, ProgressPath, path_of
 from .failures import DeadLetterStreams, ErrorPolicy, check_policy
-from .state import Snapshotter, StateStore, shape_of
-from .stream import S, Tee
+from .roles import SnapshotterRole
 
 if TYPE_CHECKING:
     from ..progress import Operate
@@ -48,6 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["Dataflow", "ScopeCore", "BuildContext"]
 
 R = TypeVar("R")
+S = TypeVar("S")
+"""The class of a dataflow's streams (a :class:`~aiotimely.dataflow.stream.StreamCore`'s, made by its
+``stream_type``: :class:`aiotimely.Stream` when built through a worker)."""
 Sc = TypeVar("Sc", bound="ScopeCore[Any]")
 
 Child = Union[OperatorRuntime, "ScopeCore[Any]"]
@@ -60,7 +62,9 @@ class Dataflow(Generic[S]):
     :class:`aiotimely.Stream` and :class:`aiotimely.Scope`, when built through a worker)."""
 
     def __init__(self, worker: WorkerHandle, index: int, name: str, timestamp: Any,
-                 stream_type: type[S], store: StateStore | None = None, errors: ErrorPolicy = "raise", *,
+                 stream_type: Callable[[ScopeCore[S], Source | Callable[[], Source], Tee], S],
+                 snapshots: Callable[[ScopeCore[S]], SnapshotterRole] | None = None,
+                 errors: ErrorPolicy = "raise", *,
                  scope_type: type[ScopeCore[Any]] | None = None) -> None:
         self.worker = worker
         self.index = index
@@ -71,8 +75,9 @@ class Dataflow(Generic[S]):
         self._next_channel = 0
         self.root: ScopeCore[S] = (scope_type or ScopeCore)(worker, self, Refinement.region(timestamp_type(timestamp)),
                                                             name=name)
-        self.snapshotter = Snapshotter(self.root, store) if store is not None else None
-        """The dataflow's snapshots on this worker, when it is recoverable (built with a state store)."""
+        self.snapshotter: SnapshotterRole | None = snapshots(self.root) if snapshots is not None else None
+        """The dataflow's snapshots on this worker, when it is recoverable (``snapshots`` makes them for the root
+        scope, given a state store: a :class:`~aiotimely.dataflow.state.Snapshotter`)."""
         self.remedies: dict[tuple[int, ...], str] = {}
         """What a user does to release the times an operator holds, by the operator's path, where only the user
         can (an :class:`~aiotimely.InputHandle`'s: advance it or close it): said when a wait stalls on it."""
@@ -127,6 +132,7 @@ class ScopeCore(Generic[S]):
         self._pending: set[int] = set()
         self._incomplete: set[int] = set()
         self._checks: list[Callable[[], None]] = []
+        self._built: list[Callable[[], None]] = []
         self._ran_inside: list[int] = []
         self.ran_inside: Callable[[int], None] = self._ran_inside.append
         """Note that child ``index`` ran inside the child running now (called by it, not scheduled: an operator
@@ -236,15 +242,17 @@ class ScopeCore(Generic[S]):
         was built is incomplete (a feedback loop never connected)."""
         self._checks.append(check)
 
+    def on_built(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the scope is finished: its progress tracking built and its progress channel
+        open (a dataflow's snapshots begin then)."""
+        self._built.append(callback)
+
     # -- finishing --------------------------------------------------------------------
 
     def _finish(self) -> Subgraph:
         """Freeze the scope: build its progress tracking and hand it to the parent."""
         builder = self.check_building()
         self.dead_letter_streams.check_taken(self)
-        snapshotter = self.dataflow.snapshotter if self.parent is None else None
-        if snapshotter is not None:
-            snapshotter.build()
         for check in self._checks:
             check()
         self.progress = progress = builder.build()
@@ -255,8 +263,8 @@ class ScopeCore(Generic[S]):
         fabric = self.worker.fabric
         fabric.register(self.progress_channel, ProgressCodec(self.ttype, self.path))
         self._inbox = fabric.mailbox(self.progress_channel, self.worker.index)
-        if snapshotter is not None:
-            snapshotter.begin(shape_of(self))
+        for callback in self._built:
+            callback()
         return progress
 
     def start(self) -> None:

@@ -34,16 +34,15 @@ import asyncio
 import hashlib
 import pickle
 from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from ..comm.routing import route
 from ..errors import RecoveryError
 from ..progress import FrontierInterest
 from .builder import OperatorBuilder
+from .roles import Member, Restored
 
 if TYPE_CHECKING:
-    from .operator import OperatorRuntime
     from .scope import ScopeCore
 
 __all__ = ["StateStore", "Restored", "Participant", "Snapshotter", "shape_of"]
@@ -83,20 +82,6 @@ class StateStore(Protocol):
         ...
 
 
-@dataclass
-class Restored:
-    """What a resumed dataflow starts from: snapshot ``snapshot``, written by a run of ``peers`` workers."""
-
-    snapshot: int
-    peers: int
-    shape: str
-    """The fingerprint (:func:`shape_of`) of the dataflow that wrote it."""
-    where: str
-    """Where it was found, in words (for errors)."""
-    pieces: list[dict[str, bytes]] = field(default_factory=list)
-    """Per worker of that run: each operator's pieces (by participant key)."""
-
-
 def shape_of(scope: ScopeCore[Any]) -> str:
     """A fingerprint of the dataflow's shape: its operators by path, name and ports."""
     parts = [f"{'/'.join(map(str, op.path[1:]))}:{op.name}:{len(op.inputs)}:{len(op.outputs)}"
@@ -116,7 +101,7 @@ _ALL = 1 << 62
 """Every snapshot id (as ``drained``): the dataflow is done."""
 
 
-def _key(op: OperatorRuntime) -> str:
+def _key(op: Member) -> str:
     """An operator's name in snapshots: its path in the dataflow and its name."""
     return f"{'/'.join(map(str, op.path[1:]))}:{op.name}"
 
@@ -128,7 +113,7 @@ def _kind(keyed: bool, value: Any) -> str:
 class Participant:
     """One operator's share in the snapshots of its worker: the values it keeps, the snapshots it covered."""
 
-    def __init__(self, snapshotter: Snapshotter, op: OperatorRuntime) -> None:
+    def __init__(self, snapshotter: Snapshotter, op: Member) -> None:
         self.snapshotter = snapshotter
         self.op = op
         self.key = _key(op)
@@ -279,6 +264,8 @@ class Snapshotter:
         if self.restored is not None:
             self.start = self._merged = self.durable = self.complete = self.restored.snapshot
             self.drained = self.marked = self.start
+        scope.on_finish(self.build)
+        scope.on_built(lambda: self.begin(shape_of(scope)))
 
     # -- starting -------------------------------------------------------------------
 
@@ -299,11 +286,11 @@ class Snapshotter:
         """The time a resumed dataflow's sources start at (0 afresh)."""
         return self.start * self.every
 
-    def keep_alongside(self, op: OperatorRuntime, name: str, value: Callable[[], Any]) -> None:
+    def keep_alongside(self, op: Member, name: str, value: Callable[[], Any]) -> None:
         """``value()`` goes into ``op``'s snapshots as ``name`` whenever ``op`` keeps state of its own."""
         self.alongside.setdefault(_key(op), {})[name] = value
 
-    def restored_alongside(self, op: OperatorRuntime, name: str) -> list[Any]:
+    def restored_alongside(self, op: Member, name: str) -> list[Any]:
         """The items of what ``op`` kept alongside as ``name``: its worker's, or every worker's when the number
         of workers changed."""
         restored = self.restored
@@ -317,7 +304,7 @@ class Snapshotter:
         return [item for pieces in restored.pieces if key in pieces
                 for item in pickle.loads(pieces[key]).get(name, (False, []))[1]]
 
-    def join(self, op: OperatorRuntime) -> Participant:
+    def join(self, op: Member) -> Participant:
         """``op`` keeps state: it takes part in every snapshot of its worker from now on."""
         if self._sealed:
             raise RecoveryError(f"{op.describe()} declared kept state after the dataflow started: declare it "

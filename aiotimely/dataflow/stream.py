@@ -46,6 +46,11 @@ class StreamCore:
             source = self._source = self._claim()
         return source
 
+    @property
+    def tee(self) -> Tee:
+        """Where the stream's batches go: the pushers of its consumers (a fused chain's stage, when it is one)."""
+        return self._tee
+
     def attach(self, pusher: Pusher) -> None:
         """Feed ``pusher`` every batch of this stream (the channel to a consumer)."""
         if self._source is None:

@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar, cast, overload
 from ..dataflow.failures import ErrorPolicy
 from ..dataflow.input import InputHandle
 from ..dataflow.scope import BuildContext, Dataflow
-from ..dataflow.state import StateStore
+from ..dataflow.state import Snapshotter, StateStore
 from ..observe.serving import Served
 from ..observe.view import SchedulerView
 from ..scope import Scope
@@ -110,8 +110,10 @@ class Worker:
         """
         _check_build_function(fn)
         index = self._scheduler.new_dataflow_index()
+        store = self._recovery
+        snapshots = (lambda root: Snapshotter(root, store)) if store is not None else None
         dataflow = Dataflow(self._scheduler, index, _dataflow_name(fn, name, index), timestamp, Stream,
-                            self._recovery, errors, scope_type=Scope)
+                            snapshots, errors, scope_type=Scope)
         if fn is None:
             return BuildContext(cast("Scope[Stream]", dataflow.root), lambda: self._install(dataflow))
         return self._build(dataflow, fn)
