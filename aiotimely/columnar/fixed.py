@@ -6,6 +6,10 @@ partial aggregates because that is what makes *any* Polars aggregation exact: a 
 or a sorted list cannot be merged from partial results; the built-ins could, but one kind of state for every
 aggregation keeps the operator small, and the rows of a window are evaluated once, when it closes.
 
+Unless every aggregation is decomposable (:mod:`.combine`): then what is kept per window start is partial
+aggregates, a frame per applied time of one row per group (key columns, or the key hash) and window start, made
+by one ``group_by`` of the time's rows; the same code keeps, snapshots, restores and closes them.
+
 A window ``[start, end)`` waits for the input frontier to reach ``end + lateness``; its result goes at that
 time plus ``shift`` (0 for windows; -1 for a keyed reduce by event time, whose "window" ``[t, t + 1)`` reports
 at ``t + lateness``). Window starts have distinct output times, so the operator holds one capability per open
@@ -21,6 +25,7 @@ import polars as pl
 
 from ..dataflow.capability import Capability
 from ..dataflow.operators.pool import CapabilityPool
+from .combine import Combiner
 from .eventtime import TIME
 from .results import END, OUT, START
 
@@ -45,29 +50,41 @@ class FixedShape:
         """``rows`` (with :data:`TIME`) split into the late ones (a window of theirs ends at or before
         ``horizon``: reported once, as the record path does) and, with :data:`START`, a row per window of theirs
         still open (a row in no window, in the gaps of sliding windows with ``step > size``, is in neither)."""
+        return self.late(rows, horizon), self.on_time(rows.lazy(), horizon).collect()
+
+    def late(self, rows: pl.DataFrame, horizon: int) -> pl.DataFrame:
+        """The late rows of ``rows`` (see :meth:`assign`)."""
+        first = self.first_start()
+        return rows.filter((first <= pl.col(TIME)) & (first + self.size <= horizon))
+
+    def on_time(self, rows: pl.LazyFrame, horizon: int) -> pl.LazyFrame:
+        """A row per open window of each row, with :data:`START` (see :meth:`assign`), as a lazy query (so a
+        combiner's ``group_by`` runs in the same plan)."""
         first, size = self.first_start(), self.size
-        missed = (first <= pl.col(TIME)) & (first + size <= horizon)
-        late = rows.filter(missed)
         if self.step >= size:            # at most one window: no list per row
             on_time = rows.with_columns(first.alias(START)).filter(pl.col(START) <= pl.col(TIME))
         else:
             on_time = rows.with_columns(pl.int_ranges(first, pl.col(TIME) + 1, self.step).alias(START)
                                         ).explode(START)
-        return late, on_time.filter(pl.col(START) + size > horizon)
+        return on_time.filter(pl.col(START) + size > horizon)
 
 
 class FixedWindows:
     """The open fixed windows of one worker: rows by window start, a heap of starts, their output times held."""
 
-    __slots__ = ("shape", "lateness", "shift", "pool", "chunks", "_starts")
+    __slots__ = ("shape", "lateness", "shift", "pool", "combiner", "chunks", "_starts")
 
-    def __init__(self, shape: FixedShape, lateness: int, shift: int, pool: CapabilityPool[Any]) -> None:
+    def __init__(self, shape: FixedShape, lateness: int, shift: int, pool: CapabilityPool[Any],
+                 combiner: Combiner | None = None) -> None:
         self.shape = shape
         self.lateness = lateness
         self.shift = shift
         self.pool = pool
+        self.combiner = combiner
+        """With a combiner, partial aggregates are kept instead of rows."""
         self.chunks: dict[int, list[pl.DataFrame]] = {}
-        """Window start -> the frames of its rows (input columns, :data:`START`; unkeyed, a hash of 0)."""
+        """Window start -> the frames of its rows (input columns, :data:`START`; unkeyed, a hash of 0), or of
+        its partials (the group columns, :data:`START`, the partial columns)."""
         self._starts: list[int] = []
 
     def out_time(self, start: int) -> int:
@@ -90,9 +107,13 @@ class FixedWindows:
     def apply(self, cap: Capability, rows: pl.DataFrame) -> pl.DataFrame:
         """Add the rows of the complete time ``cap.time`` (with :data:`TIME`) to their windows;
         the late ones are returned."""
-        late, on_time = self.shape.assign(rows, cap.time - self.lateness)
-        self._add(on_time.drop(TIME), cap)
-        return late
+        horizon, combiner = cap.time - self.lateness, self.combiner
+        if combiner is None:
+            late, on_time = self.shape.assign(rows, horizon)
+            self._add(on_time.drop(TIME), cap)
+            return late
+        self._add(combiner.partials(self.shape.on_time(rows.lazy(), horizon), START), cap)
+        return self.shape.late(rows, horizon)
 
     def _add(self, rows: pl.DataFrame, cap: Capability) -> None:
         """Append ``rows`` (with :data:`START`) to their windows, once per window; a new one waits, held."""

@@ -84,11 +84,18 @@ class WindowPlan:
         check_time_column(schema, time, place)
         self.spec, self.time, self.lateness, self.late = spec, time, lateness, late
         self.keys = key_columns(key, schema, place)
-        self.results = Results(self.keys, as_expressions(aggs, place), spans, schema, place)
+        self.results = Results(self.keys, as_expressions(aggs, place), spans, schema, place,
+                               combine=not isinstance(spec, Sessions))
 
     def exchange(self) -> KeyColumns | ToFirst:
         """How the input is routed: by a hash of the key columns, or all to worker 0 without keys."""
         return KeyColumns(self.keys, self.place) if self.keys else ToFirst()
+
+    @property
+    def combined(self) -> bool:
+        """Whether the open windows keep partial aggregates (every aggregation decomposable, fixed windows, the
+        input's schema known: :mod:`.combine`) rather than raw rows."""
+        return self.results.combiner is not None
 
     def windows(self, pool: CapabilityPool[Any], shift: int) -> OpenWindows:
         """The open windows of the kind asked for, their output times held in ``pool``."""
@@ -96,9 +103,11 @@ class WindowPlan:
         if isinstance(spec, Sessions):
             return SessionWindows(spec.gap, self.keys, self.lateness, pool)
         if isinstance(spec, Tumbling):
-            return FixedWindows(FixedShape(spec.size, spec.size, spec.offset), self.lateness, shift, pool)
+            return FixedWindows(FixedShape(spec.size, spec.size, spec.offset), self.lateness, shift, pool,
+                                self.results.combiner)
         if isinstance(spec, Sliding):
-            return FixedWindows(FixedShape(spec.size, spec.step, spec.offset), self.lateness, shift, pool)
+            return FixedWindows(FixedShape(spec.size, spec.step, spec.offset), self.lateness, shift, pool,
+                                self.results.combiner)
         raise TypeError(f"{self.place}: windows of kind {type(spec).__name__} are not known to columnar streams")
 
 
