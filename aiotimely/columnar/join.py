@@ -15,12 +15,12 @@ join: the result columns are those of Polars' ``DataFrame.join`` of the two fram
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import polars as pl
 
 from ..dataflow.builder import OperatorBuilder
-from ..dataflow.operators.pool import CapabilityPool
+from ..dataflow.operators.join import PendingTimes, SameTimeDriver
 from ..errors import GraphError
 from ..progress import FrontierInterest
 from .batch import ArrowBatch
@@ -29,7 +29,6 @@ from .places import frame_of, where
 from .windows import key_columns
 
 if TYPE_CHECKING:
-    from ..dataflow.capability import CapabilityRef
     from ..dataflow.ports import InputPort, OutputPort
     from .stream import ColumnarStream
 
@@ -144,62 +143,16 @@ class TimeRows:
         self.frames[side].clear()
 
 
-class PendingTimes:
-    """The rows of each time an input may still send at, and a capability per such time (in a
-    :class:`~aiotimely.dataflow.operators.pool.CapabilityPool`), held only so that frontier changes wake the
-    operator until it may forget the time."""
+class SameTimeJoin(SameTimeDriver[TimeRows]):
+    """The same-time join's logic: join each batch with the other side's rows of its time in one call and send
+    the result at once (the pending times are the record path's, see
+    :class:`~aiotimely.dataflow.operators.join.SameTimeDriver`)."""
 
-    __slots__ = ("pool", "_times")
-
-    def __init__(self) -> None:
-        self.pool: CapabilityPool[Any] = CapabilityPool()
-        self._times: dict[Any, TimeRows] = {}
-
-    def at(self, ref: CapabilityRef) -> TimeRows:
-        """The rows kept at ``ref.time`` (none yet, and the time held, if it is new)."""
-        rows = self._times.get(ref.time)
-        if rows is None:
-            rows = self._times[ref.time] = TimeRows()
-            self.pool.hold(ref.time, ref)
-        return rows
-
-    def forget_passed(self, left_open: Callable[[Any], bool], right_open: Callable[[Any], bool]) -> None:
-        """Forget each side's rows of the times the other input has passed (nothing will come to meet them), and
-        the times both have passed (``left_open``, ``right_open``: the inputs' ``less_equal``)."""
-        for time in list(self._times):
-            rows = self._times[time]
-            left_done, right_done = not left_open(time), not right_open(time)
-            if right_done:
-                rows.forget(0)
-            if left_done:
-                rows.forget(1)
-            if left_done and right_done:
-                del self._times[time]
-                self.pool.release(time)
-
-    def __bool__(self) -> bool:
-        return bool(self._times)
-
-
-class SameTimeJoin:
-    """The same-time join's logic, called at each activation: join each batch that came with the other side's
-    rows of its time and send the result at once; keep the batch while the other side may still send at that
-    time; then forget what the frontiers have passed."""
-
-    __slots__ = ("inputs", "output", "plan", "pending")
+    __slots__ = ("plan",)
 
     def __init__(self, inputs: tuple[InputPort, InputPort], output: OutputPort, plan: JoinPlan) -> None:
-        self.inputs = inputs
-        self.output = output
+        super().__init__(inputs, output, PendingTimes(TimeRows, TimeRows.forget))
         self.plan = plan
-        self.pending = PendingTimes()
-
-    def __call__(self) -> None:
-        self.take(0)
-        self.take(1)
-        if self.pending:
-            left, right = self.inputs
-            self.pending.forget_passed(left.less_equal, right.less_equal)
 
     def take(self, side: int) -> None:
         """Join what came on input ``side`` (0: left, 1: right), batch by batch."""

@@ -14,7 +14,7 @@ with their expiry (:class:`KeptRecords`, :class:`ExpiryIndex`), the matching of 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
 
 from ...errors import GraphError
 from ...progress.timestamp import IntType
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..operator import OperatorRuntime
     from ..ports import InputPort, OutputPort
 
-__all__ = ["join", "interval_join"]
+__all__ = ["join", "interval_join", "PendingTimes", "SameTimeDriver"]
 
 Sides = tuple[dict[Any, list[Any]], dict[Any, list[Any]]]
 """The records of one time: left values by key, right values by key."""
@@ -50,57 +50,71 @@ def join(left: S, right: S) -> S:
     return result  # type: ignore[no-any-return]
 
 
-class PendingTimes:
-    """``join``: the records of each time that an input may still send at, by side and key, and a capability per
-    such time (from a :class:`~.pool.CapabilityPool`), held only so that frontier changes wake the operator
-    until it may forget the time."""
+H = TypeVar("H")
 
-    __slots__ = ("pool", "_sides")
 
-    def __init__(self) -> None:
+def _new_sides() -> Sides:
+    return ({}, {})
+
+
+def _forget_side(sides: Sides, side: int) -> None:
+    sides[side].clear()
+
+
+class PendingTimes(Generic[H]):
+    """A same-time join's rows of each time that an input may still send at (a holder ``H`` per time, made by
+    ``new``; ``forget(holder, side)`` drops one side's), and a capability per such time (from a
+    :class:`~.pool.CapabilityPool`), held only so that frontier changes wake the operator until it may forget
+    the time. ``join`` keeps :data:`Sides` (the default); a columnar join keeps frames."""
+
+    __slots__ = ("pool", "_times", "_new", "_forget")
+
+    def __init__(self, new: Callable[[], H] = _new_sides,  # type: ignore[assignment]
+                 forget: Callable[[H, int], None] = _forget_side) -> None:  # type: ignore[assignment]
         self.pool: CapabilityPool[Any] = CapabilityPool()
-        self._sides: dict[Any, Sides] = {}
+        self._times: dict[Any, H] = {}
+        self._new = new
+        self._forget = forget
 
-    def at(self, ref: CapabilityRef) -> Sides:
-        """The records kept at ``ref.time`` (none yet, and the time held, if it is new)."""
+    def at(self, ref: CapabilityRef) -> H:
+        """What is kept at ``ref.time`` (nothing yet, and the time held, if it is new)."""
         time = ref.time
-        sides = self._sides.get(time)
-        if sides is None:
-            sides = self._sides[time] = ({}, {})
+        held = self._times.get(time)
+        if held is None:
+            held = self._times[time] = self._new()
             self.pool.hold(time, ref)
-        return sides
+        return held
 
     def forget_passed(self, left_open: Callable[[Any], bool], right_open: Callable[[Any], bool]) -> None:
-        """Forget each side's records of the times the other input has passed (nothing will come to meet them),
-        and the times both have passed (``left_open``, ``right_open``: the inputs' ``less_equal``)."""
-        sides_of = self._sides
-        for time in list(sides_of):
-            sides = sides_of[time]
+        """Forget each side's rows of the times the other input has passed (nothing will come to meet them), and
+        the times both have passed (``left_open``, ``right_open``: the inputs' ``less_equal``)."""
+        times, forget = self._times, self._forget
+        for time in list(times):
+            held = times[time]
             left_done, right_done = not left_open(time), not right_open(time)
             if right_done:
-                sides[0].clear()   # no right record at this time will come to meet these
+                forget(held, 0)   # no right row at this time will come to meet these
             if left_done:
-                sides[1].clear()
+                forget(held, 1)
             if left_done and right_done:
-                del sides_of[time]
+                del times[time]
                 self.pool.release(time)
 
     def __bool__(self) -> bool:
-        return bool(self._sides)
+        return bool(self._times)
 
 
-class SameTimeJoin:
-    """``join``'s logic, called at each activation: pair each batch that came with the other side's records of its
-    time and send the pairs at once; keep the batch while the other side may still send at that time; then forget
-    what the frontiers have passed."""
+class SameTimeDriver(Generic[H]):
+    """A same-time join's logic, called at each activation: take what came on each input (:meth:`take`: match
+    each batch as it comes and keep it while the other side may still send at its time), then forget what the
+    frontiers have passed. ``join`` and the columnar join differ only in :meth:`take`."""
 
-    __slots__ = ("inputs", "output", "method", "pending")
+    __slots__ = ("inputs", "output", "pending")
 
-    def __init__(self, inputs: tuple[InputPort, InputPort], output: OutputPort, method: str) -> None:
+    def __init__(self, inputs: tuple[InputPort, InputPort], output: OutputPort, pending: PendingTimes[H]) -> None:
         self.inputs = inputs
         self.output = output
-        self.method = method
-        self.pending = PendingTimes()
+        self.pending = pending
 
     def __call__(self) -> None:
         self.take(0)
@@ -111,6 +125,19 @@ class SameTimeJoin:
 
     def take(self, side: int) -> None:
         """Match what came on input ``side`` (0: left, 1: right), batch by batch."""
+        raise NotImplementedError
+
+
+class SameTimeJoin(SameTimeDriver[Sides]):
+    """``join``'s logic: pair each record with the other side's values of its key at its time."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, inputs: tuple[InputPort, InputPort], output: OutputPort, method: str) -> None:
+        super().__init__(inputs, output, PendingTimes())
+        self.method = method
+
+    def take(self, side: int) -> None:
         port, other = self.inputs[side], self.inputs[1 - side]
         pending, output, method = self.pending, self.output, self.method
         for ref, batch in port.drain():
