@@ -67,6 +67,10 @@ class TimePolicy:
         """Group a batch of records by time; every time not earlier than :meth:`current`."""
         raise NotImplementedError
 
+    def saw(self, frame: Any) -> None:
+        """A columnar source sent ``frame`` (a Polars frame): a policy that takes time from its columns follows
+        it (:class:`ColumnTime`); the others time batches as records, and ignore it."""
+
     def current(self) -> int:
         """The earliest time still to come: the source's capability moves here after each batch, and
         whenever the iterator wakes and waits again without yielding a record — so a policy the iterator

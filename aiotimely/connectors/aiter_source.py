@@ -72,9 +72,7 @@ class Batches:
         assert self.columns is not None
         batch = self.columns(group)
         self.output.session(at).give_container(batch)
-        saw = getattr(self.policy, "saw", None)
-        if saw is not None:
-            saw(batch.frame)
+        self.policy.saw(batch.frame)
 
     def follow(self) -> None:
         """Move the part's low time (reporting the snapshots it passes) and the capability to the policy's
