@@ -171,7 +171,8 @@ class ExchangePusher:
     activation happened to send the batch).
     """
 
-    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel", "_int_keys", "_strict")
+    __slots__ = ("_key", "_boxes", "_peers", "_blame", "_routes", "_worker", "_channel", "_int_keys", "_strict",
+                 "_bulk")
 
     def __init__(self, key: Callable[[Any], Any], boxes: list[Any], worker: WorkerHandle, channel: Channel,
                  blame: Blame | None = None) -> None:
@@ -188,6 +189,8 @@ class ExchangePusher:
         """Whether the last batch's keys were ``int``: this batch's are taken to be of the same kind."""
         self._strict = not all(isinstance(box, Mailbox) for box in boxes)
         """Whether records leave this process: then a key must route alike in every process, or is refused."""
+        self._bulk: Callable[[Any, int], Any] | None = getattr(key, "routes", None)
+        """A bulk key's routes of a whole container (see :class:`~.containers.BulkKey`), if the key has them."""
 
     def __call__(self, time: Any, batch: list[Any]) -> None:
         if type(batch) is not list:
@@ -224,7 +227,7 @@ class ExchangePusher:
     def _split_container(self, time: Any, batch: Any) -> list[Any]:
         """A container's records split by route (the container splits itself); a key with a ``routes`` method
         (see :class:`~.containers.BulkKey`) gives the routes of the whole batch in one call."""
-        bulk = getattr(self._key, "routes", None)
+        bulk = self._bulk
         if bulk is not None:
             try:
                 return batch.partition(bulk(batch, self._peers), self._peers)  # type: ignore[no-any-return]
